@@ -1,0 +1,43 @@
+"""The small interface between a cloud layer and the Kubernetes (Slurm) layer.
+
+A cloud adapter creates compute and storage and hands the Slurm layer a :class:`CloudResult`:
+a Kubernetes provider, the shared filesystems as PersistentVolume sources, and whether worker
+pods are pinned one per node of their own pool. Node selectors and tolerations are not part of it:
+they derive from the plan (every cloud labels a group's nodes ``slonk.dev/pool=<group>`` and
+applies the group's taints), so the Slurm layer reads them from the plan and stays cloud-agnostic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+
+SYSTEM_ROLE_LABEL = "slonk.dev/role"
+SYSTEM_ROLE = "system"
+
+
+@dataclass(frozen=True)
+class VolumeSource:
+    """A cloud filesystem, as the PersistentVolume the Slurm layer binds its claim to.
+
+    ``pv_source`` holds the PersistentVolume spec keys that say where the data is (``csi`` or
+    ``nfs``, and ``mountOptions``), camelCase, values may be Outputs of the cloud resources.
+    """
+
+    name: str
+    pv_source: Mapping[str, Any]
+    depends_on: Sequence[pulumi.Resource] = ()
+
+
+@dataclass(frozen=True)
+class CloudResult:
+    """What a cloud layer gives the Slurm layer."""
+
+    provider: pulumi.ProviderResource | None
+    volumes: Mapping[str, VolumeSource] = field(default_factory=dict)
+    pin_to_pools: bool = True
+    topology_labels: tuple[str, ...] = ()
+    node_pools: Mapping[str, pulumi.Resource] = field(default_factory=dict)

@@ -1,0 +1,311 @@
+"""The cluster declaration: one typed model read from a stack's structured config.
+
+This is the single source of truth. Everything else (node pools, StatefulSets, Slurm files,
+topology, policies) is derived from a validated :class:`ClusterDeclaration` through
+:mod:`slonk_infra.plan`. Field names are camelCase in YAML (Pulumi config style) and snake_case
+in Python. Checks that need only one field live here; checks that need the catalog or the whole
+declaration live in :mod:`slonk_infra.plan`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from slonk_infra.catalog import Cloud, PoolKind
+
+DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# OCI distribution reference: [registry[:port]/]path[:tag][@sha256:<64 hex>]
+IMAGE_REFERENCE = re.compile(
+    r"^(?P<name>(?:(?P<registry>[a-zA-Z0-9.-]+(?::[0-9]+)?)/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+    r"(?::(?P<tag>[\w][\w.-]{0,127}))?"
+    r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
+)
+VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+MAX_POOL_NAME = 30
+
+
+def _dns_label(max_len: int) -> AfterValidator:
+    def check(value: str) -> str:
+        if len(value) > max_len:
+            raise ValueError(f"{value!r} is {len(value)} characters; at most {max_len} are allowed")
+        if not DNS_LABEL.match(value):
+            raise ValueError(
+                f"{value!r} is not a DNS-1123 label: use lowercase letters, digits and '-', "
+                "starting with a letter and ending with a letter or digit"
+            )
+        return value
+
+    return AfterValidator(check)
+
+
+def _version(value: str) -> str:
+    if not VERSION.match(value):
+        raise ValueError(f"{value!r} is not a version like 25.05 or 12.8")
+    return value
+
+
+def _image(value: str) -> str:
+    if not IMAGE_REFERENCE.match(value):
+        raise ValueError(
+            f"{value!r} is not a parseable image reference; expected registry/repository[:tag][@sha256:<digest>]"
+        )
+    return value
+
+
+PoolName = Annotated[str, _dns_label(MAX_POOL_NAME)]
+Version = Annotated[str, AfterValidator(_version)]
+
+
+class Model(BaseModel):
+    """Base for declaration models: camelCase aliases, unknown keys rejected, immutable."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class KubernetesSpec(Model):
+    """Where the Slurm cluster's Kubernetes objects go."""
+
+    create: bool = Field(default=False, description="Create a GKE/EKS cluster (false: use an existing one).")
+    kubeconfig: str | None = Field(default=None, description="Kubeconfig path for an existing cluster.")
+    context: str | None = Field(default=None, description="Kubeconfig context for an existing cluster.")
+    version: Version = Field(default="1.33", description="Kubernetes minor version of a created cluster.")
+    namespace: Annotated[str, _dns_label(63)] = Field(
+        default="slurm", description="Namespace holding every Slurm object."
+    )
+
+
+class AcceleratorRequest(Model):
+    """A portable accelerator request, resolved to a machine type per cloud through the catalog."""
+
+    type: str = Field(description="Accelerator name from the catalog (h100, h200, b200, l4, ...).")
+    count: int = Field(gt=0, description="Accelerators per node.")
+
+
+class Taint(Model):
+    """A Kubernetes node taint."""
+
+    key: str = Field(min_length=1, description="Taint key.")
+    value: str = Field(default="", description="Taint value.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        default="NoSchedule", description="Taint effect."
+    )
+
+
+class Reservation(Model):
+    """Capacity to consume: a named reservation (GCP) or capacity reservation / block (AWS)."""
+
+    name: str = Field(min_length=1, description="Reservation name (GCP) or capacity reservation id (AWS).")
+    capacity_block: bool = Field(default=False, description="AWS: the reservation is a Capacity Block.")
+
+
+class PoolSpec(Model):
+    """A pool of identical GPU or CPU nodes; one Kubernetes node pool and one worker StatefulSet."""
+
+    name: PoolName = Field(description="Pool name; node pool, StatefulSet and Slurm node names derive from it.")
+    kind: Literal["gpu", "cpu"] = Field(description="gpu or cpu (TPUs are declared under tpuSlices).")
+    accelerator: AcceleratorRequest | None = Field(
+        default=None, description="Portable request, e.g. {type: h100, count: 8}; resolved per cloud."
+    )
+    machine_type: str | None = Field(default=None, description="Explicit machine type (overrides resolution).")
+    machine_types: dict[Cloud, str] = Field(
+        default_factory=dict, description="Per-cloud machine type choice among those the request matches."
+    )
+    nodes: int = Field(gt=0, description="Nodes in the pool (= worker pod replicas).")
+    max_nodes: int | None = Field(
+        default=None, gt=0, description="Slurm node records kept for the pool; scaling up to it needs no config change."
+    )
+    spot: bool = Field(default=False, description="Use spot / preemptible capacity.")
+    reservation: Reservation | None = Field(default=None, description="Reserved capacity to consume.")
+    compact_placement: bool | None = Field(
+        default=None, description="Compact placement / cluster placement group (default: on for GPU pools)."
+    )
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra node labels.")
+    taints: list[Taint] = Field(default_factory=list, description="Extra node taints.")
+    features: list[str] = Field(default_factory=list, description="Extra Slurm node Features.")
+
+    @model_validator(mode="after")
+    def _shape(self) -> PoolSpec:
+        if self.max_nodes is not None and self.max_nodes < self.nodes:
+            raise ValueError(f"maxNodes {self.max_nodes} is below nodes {self.nodes}")
+        if self.kind == "cpu" and self.accelerator is not None:
+            raise ValueError("a cpu pool cannot request an accelerator; use kind: gpu")
+        if self.kind == "gpu" and self.accelerator is None and self.machine_type is None:
+            raise ValueError("a gpu pool needs accelerator {type, count} or machineType")
+        if self.kind == "cpu" and self.machine_type is None:
+            raise ValueError("a cpu pool needs machineType")
+        return self
+
+    @property
+    def placement(self) -> bool:
+        """Whether compact placement is requested."""
+        return self.kind == "gpu" if self.compact_placement is None else self.compact_placement
+
+
+class TpuSliceSpec(Model):
+    """One or more identical TPU slices; each slice is its own node pool and worker StatefulSet."""
+
+    name: Annotated[str, _dns_label(MAX_POOL_NAME - 4)] = Field(
+        description="Base name; slices are named <name>-0, <name>-1, ..."
+    )
+    generation: str = Field(description="TPU generation (v4, v5e, v5p, v6e, tpu7x).")
+    topology: str = Field(description="Slice topology, e.g. 4x4x4 (v5p) or 4x8 (v6e).")
+    slices: int = Field(default=1, gt=0, description="Number of identical slices.")
+    spot: bool = Field(default=False, description="Use spot capacity.")
+    reservation: Reservation | None = Field(default=None, description="Reserved capacity to consume.")
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra node labels.")
+    taints: list[Taint] = Field(default_factory=list, description="Extra node taints.")
+    features: list[str] = Field(default_factory=list, description="Extra Slurm node Features.")
+
+
+StorageKind = Literal["filestore", "efs", "fsx-lustre", "nfs-server", "nfs-export"]
+
+
+class StorageSpec(Model):
+    """A shared filesystem mounted on every Slurm pod (ReadWriteMany)."""
+
+    name: Annotated[str, _dns_label(20)] = Field(description="Volume name (home, scratch, ...).")
+    kind: StorageKind = Field(description="filestore (GCP), efs / fsx-lustre (AWS), nfs-server, nfs-export.")
+    capacity_gib: int = Field(default=1024, gt=0, description="Capacity in GiB.")
+    mount_path: str = Field(default="/home", pattern=r"^/[^\s:]*$", description="Mount path in every pod.")
+    tier: str | None = Field(default=None, description="Filestore tier or FSx deployment type (cloud default).")
+    server: str | None = Field(default=None, description="nfs-export: NFS server address.")
+    export_path: str | None = Field(default=None, description="nfs-export: exported path.")
+
+    @model_validator(mode="after")
+    def _export(self) -> StorageSpec:
+        if self.kind == "nfs-export" and not (self.server and self.export_path):
+            raise ValueError("nfs-export needs server and exportPath")
+        return self
+
+
+class PartitionSpec(Model):
+    """A Slurm partition over some pools / slices."""
+
+    name: Annotated[str, _dns_label(30)] = Field(description="Partition name.")
+    pools: list[str] = Field(
+        default_factory=lambda: ["*"], description="Pool or TPU slice base names, or '*' for every node."
+    )
+    priority_tier: int = Field(default=1, ge=1, le=65533, description="Higher tiers preempt lower ones.")
+    default: bool = Field(default=False, description="Default partition for jobs that name none.")
+    max_time: str = Field(default="UNLIMITED", description="Slurm MaxTime.")
+    preempt_mode: Literal["OFF", "REQUEUE", "CANCEL", "SUSPEND"] | None = Field(
+        default=None, description="Per-partition PreemptMode (default: the cluster's)."
+    )
+
+
+class SlurmSpec(Model):
+    """Slurm settings that are not derived from hardware."""
+
+    partitions: list[PartitionSpec] | None = Field(
+        default=None,
+        description="Partitions; default is the Slonk pattern (low / general / high plus one per accelerator).",
+    )
+    preempt_mode: Literal["OFF", "REQUEUE", "CANCEL", "SUSPEND,GANG"] = Field(
+        default="REQUEUE", description="Cluster PreemptMode for partition_prio preemption."
+    )
+    accounting: bool = Field(default=False, description="Job accounting through slurmdbd.")
+    accounting_host: str | None = Field(default=None, description="slurmdbd host when accounting is on.")
+    gres_autodetect: Literal["off", "nvml"] = Field(
+        default="off", description="gres.conf AutoDetect (nvml needs an image built with NVML)."
+    )
+    topology: Literal["tree", "block", "yaml"] = Field(
+        default="tree", description="tree (topology.conf switches), block (topology/block), yaml (topology.yaml)."
+    )
+    rest_api: bool = Field(default=False, description="Run slurmrestd (adds JWT auth).")
+
+    @model_validator(mode="after")
+    def _accounting(self) -> SlurmSpec:
+        if self.accounting and not self.accounting_host:
+            raise ValueError("accounting needs accountingHost (an existing slurmdbd)")
+        return self
+
+
+class ImageSpec(Model):
+    """The one container image every Slurm role runs."""
+
+    reference: Annotated[str, AfterValidator(_image)] = Field(
+        description="Image reference, pinned by digest: registry/repo[:tag]@sha256:..."
+    )
+    cuda_version: Version = Field(description="CUDA version the image carries.")
+    slurm_version: Version = Field(description="Slurm version the image carries (decides what is rendered).")
+
+
+class LoginSpec(Model):
+    """Login nodes."""
+
+    replicas: int = Field(default=1, ge=1, le=16, description="Login pods.")
+    service_type: Literal["ClusterIP", "LoadBalancer"] = Field(
+        default="ClusterIP", description="Type of the SSH Service."
+    )
+
+
+class ControllerSpec(Model):
+    """The Slurm controller."""
+
+    state_gib: int = Field(default=100, gt=0, description="slurmctld state volume size in GiB.")
+    storage_class: str | None = Field(default=None, description="StorageClass of the state volume.")
+
+
+class GcpSpec(Model):
+    """GCP settings."""
+
+    project: str = Field(min_length=1, description="GCP project id.")
+    network: str = Field(default="default", description="VPC network.")
+    subnetwork: str | None = Field(default=None, description="Subnetwork for nodes.")
+    release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = Field(
+        default="REGULAR", description="GKE release channel."
+    )
+
+
+class AwsSpec(Model):
+    """AWS settings."""
+
+    vpc_id: str = Field(min_length=1, description="VPC id.")
+    subnet_ids: list[str] = Field(min_length=1, description="Private subnets; GPU groups use the first.")
+    node_role_arn: str | None = Field(default=None, description="Existing node IAM role (else one is created).")
+    admin_role_arns: list[str] = Field(default_factory=list, description="Principals given cluster admin access.")
+
+
+class ClusterDeclaration(Model):
+    """A whole Slurm-on-Kubernetes cluster, declared once for any cloud."""
+
+    name: Annotated[str, _dns_label(30)] = Field(description="Cluster name (Slurm ClusterName, cloud cluster).")
+    cloud: Cloud = Field(description="gcp, aws or local.")
+    region: str | None = Field(default=None, description="Cloud region.")
+    zone: str | None = Field(default=None, description="Zone (GCP) or availability zone (AWS) for GPU capacity.")
+    kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec, description="Target Kubernetes.")
+    image: ImageSpec = Field(description="The one image for every Slurm role.")
+    pools: list[PoolSpec] = Field(default_factory=list, description="GPU and CPU worker pools.")
+    tpu_slices: list[TpuSliceSpec] = Field(default_factory=list, description="TPU slices.")
+    storage: list[StorageSpec] = Field(min_length=1, description="Shared filesystems; one mounts at /home.")
+    slurm: SlurmSpec = Field(default_factory=SlurmSpec, description="Slurm settings.")
+    login: LoginSpec = Field(default_factory=LoginSpec, description="Login nodes.")
+    controller: ControllerSpec = Field(default_factory=ControllerSpec, description="Controller.")
+    gcp: GcpSpec | None = Field(default=None, description="GCP settings (cloud: gcp).")
+    aws: AwsSpec | None = Field(default=None, description="AWS settings (cloud: aws).")
+
+
+__all__ = [
+    "AcceleratorRequest",
+    "AwsSpec",
+    "Cloud",
+    "ClusterDeclaration",
+    "ControllerSpec",
+    "GcpSpec",
+    "ImageSpec",
+    "KubernetesSpec",
+    "LoginSpec",
+    "PartitionSpec",
+    "PoolKind",
+    "PoolSpec",
+    "Reservation",
+    "SlurmSpec",
+    "StorageSpec",
+    "Taint",
+    "TpuSliceSpec",
+]

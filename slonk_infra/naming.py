@@ -1,0 +1,92 @@
+"""The naming chain: every name derived from a pool or TPU slice, in one place.
+
+A worker group (a pool, or one TPU slice) named ``g`` gives: Kubernetes node pool / node group ``g``,
+StatefulSet ``g``, pods ``g-0 .. g-(n-1)``, Slurm node names equal to the pod hostnames, hostlist
+``g-[0-(n-1)]``, topology switch ``sw-g`` and block ``bl-g``. The pod hostname is the Slurm node
+name, so Slurm and Kubernetes agree on identity without any mapping table.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import hostlist
+
+from slonk_infra.declaration import DNS_LABEL
+
+NAMESPACE_DEFAULT = "slurm"
+CONTROLLER = "slurmctld"
+LOGIN = "login"
+WORKERS_SERVICE = "slurm-workers"
+ROOT_SWITCH = "root"
+# Names the Slurm layer uses for itself; a pool may not take them.
+RESERVED = frozenset({CONTROLLER, LOGIN, WORKERS_SERVICE, "slurmrestd", "slurmdbd", "default", "all"})
+# StatefulSet pods carry controller-revision-hash=<sts>-<10 chars>, a 63-char label value.
+MAX_STATEFULSET = 52
+SLURM_FEATURE = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def slice_group(base: str, index: int) -> str:
+    """Worker group name of the ``index``-th slice of a TPU slice declaration."""
+    return f"{base}-{index}"
+
+
+def statefulset(group: str) -> str:
+    """Worker StatefulSet name."""
+    return group
+
+
+def node_pool(group: str) -> str:
+    """GKE node pool / EKS node group name."""
+    return group
+
+
+def pod(group: str, ordinal: int) -> str:
+    """Pod name (and hostname, and Slurm node name) of one worker."""
+    return f"{statefulset(group)}-{ordinal}"
+
+
+def slurm_nodes(group: str, count: int) -> list[str]:
+    """Slurm node names of a group, in ordinal order."""
+    return [pod(group, i) for i in range(count)]
+
+
+def node_hostlist(group: str, count: int) -> str:
+    """Compressed Slurm hostlist of a group's nodes, e.g. ``gpu-[0-7]``."""
+    return compress(slurm_nodes(group, count))
+
+
+def compress(names: Sequence[str]) -> str:
+    """Slurm hostlist expression for node names (python-hostlist, same syntax as Slurm)."""
+    return str(hostlist.collect_hostlist(list(names)))
+
+
+def expand(expression: str) -> list[str]:
+    """Node names of a Slurm hostlist expression."""
+    return list(hostlist.expand_hostlist(expression))
+
+
+def switch(group: str) -> str:
+    """Leaf switch of a group in topology/tree."""
+    return f"sw-{group}"
+
+
+def block(group: str, index: int = 0) -> str:
+    """Block name of a group (or of its ``index``-th NVLink domain) in topology/block."""
+    return f"bl-{group}" if index == 0 else f"bl-{group}-{index}"
+
+
+def controller_host(namespace: str) -> str:
+    """Stable DNS name of the controller pod (StatefulSet pod behind its headless Service)."""
+    return f"{CONTROLLER}-0.{CONTROLLER}.{namespace}.svc.cluster.local"
+
+
+def workers_domain(namespace: str) -> str:
+    """DNS search domain under which every worker pod's hostname resolves."""
+    return f"{WORKERS_SERVICE}.{namespace}.svc.cluster.local"
+
+
+def is_dns_label(name: str, max_len: int = 63) -> bool:
+    """True when ``name`` is a DNS-1123 label of at most ``max_len`` characters."""
+    return len(name) <= max_len and bool(DNS_LABEL.match(name))

@@ -1,0 +1,138 @@
+"""slurm.conf: controller, plugins, timeouts, node records per worker group, partitions."""
+
+from __future__ import annotations
+
+from slonk_infra import naming
+from slonk_infra.plan import ClusterPlan, WorkerGroup
+from slonk_infra.slurm import paths
+from slonk_infra.slurm.lines import header, kv_line
+
+# Node records are static and sized by maxNodes, so scaling a pool changes only replica counts.
+# They start in FUTURE: hidden from sinfo and never contacted until the worker pod's entrypoint
+# brings its own node in, and the preStop hook returns it to FUTURE, so a scaled-down pool leaves no
+# DOWN records behind. See docs/node-lifecycle.md.
+INITIAL_NODE_STATE = "FUTURE"
+
+# Timeouts for nodes that come and go with pods: a pod replaced by Kubernetes gets its slurmd back
+# within a minute or two, so slurmctld waits that long before declaring it dead, and a returning
+# node with a valid config goes back into service by itself (ReturnToService=2).
+TIMEOUTS: tuple[tuple[str, object], ...] = (
+    ("SlurmctldTimeout", 120),
+    ("SlurmdTimeout", 180),
+    ("MessageTimeout", 30),
+    ("BatchStartTimeout", 60),
+    ("KillWait", 30),
+    ("UnkillableStepTimeout", 180),
+    ("InactiveLimit", 0),
+    ("MinJobAge", 300),
+    ("Waittime", 0),
+    ("ReturnToService", 2),
+)
+
+
+def node_line(group: WorkerGroup) -> str:
+    """The ``NodeName=`` record of a worker group."""
+    shape = group.shape
+    return kv_line(
+        [
+            ("NodeName", group.hostlist),
+            ("Sockets", shape.sockets),
+            ("CoresPerSocket", shape.cores_per_socket),
+            ("ThreadsPerCore", shape.threads_per_core),
+            ("CoreSpecCount", shape.core_spec or None),
+            ("RealMemory", shape.real_memory_mib),
+            ("Gres", group.gres),
+            ("Feature", ",".join(group.features)),
+            ("State", INITIAL_NODE_STATE),
+        ]
+    )
+
+
+def partition_lines(plan: ClusterPlan) -> list[str]:
+    """``PartitionName=`` records; node lists are the member groups' hostlists."""
+    out = []
+    by_name = {g.name: g for g in plan.groups}
+    yaml_topology = plan.declaration.slurm.topology == "yaml"
+    for p in plan.partitions:
+        nodes = ",".join(by_name[g].hostlist for g in p.groups) or None
+        select_blocks = (
+            yaml_topology
+            and any(by_name[g].kind == "tpu" for g in p.groups)
+            and all(by_name[g].kind == "tpu" for g in p.groups)
+        )
+        out.append(
+            kv_line(
+                [
+                    ("PartitionName", p.name),
+                    ("Nodes", nodes),
+                    ("Default", p.default),
+                    ("PriorityTier", p.priority_tier),
+                    ("MaxTime", p.max_time),
+                    ("PreemptMode", p.preempt_mode),
+                    ("Topology", "blocks" if select_blocks else None),
+                    ("State", "UP"),
+                ]
+            )
+        )
+    return out
+
+
+def topology_plugin(plan: ClusterPlan) -> str | None:
+    """TopologyPlugin value; None with topology.yaml, which names its plugins per topology."""
+    return {"tree": "topology/tree", "block": "topology/block", "yaml": None}[plan.declaration.slurm.topology]
+
+
+def render_slurm_conf(plan: ClusterPlan) -> str:
+    """Render slurm.conf."""
+    decl = plan.declaration
+    slurm = decl.slurm
+    ns = plan.namespace
+    gres_types = sorted({g.gres_name for g in plan.groups if g.gres_name})
+    settings: list[tuple[str, object | None]] = [
+        ("ClusterName", plan.name),
+        ("SlurmctldHost", f"{naming.CONTROLLER}-0({naming.controller_host(ns)})"),
+        ("SlurmctldPort", paths.SLURMCTLD_PORT),
+        ("SlurmdPort", paths.SLURMD_PORT),
+        ("SlurmUser", "slurm"),
+        ("SlurmdUser", "root"),
+        ("AuthType", "auth/munge"),
+        ("CredType", "cred/munge"),
+        ("AuthAltTypes", "auth/jwt" if slurm.rest_api else None),
+        ("AuthAltParameters", f"jwt_key={paths.JWT_KEY}" if slurm.rest_api else None),
+        # Workers fetch this file from slurmctld (configless): no worker pod mounts or hashes it.
+        ("SlurmctldParameters", "enable_configless"),
+        ("StateSaveLocation", paths.STATE_DIR),
+        ("SlurmdSpoolDir", paths.SLURMD_SPOOL),
+        ("SlurmctldPidFile", "/run/slurmctld.pid"),
+        ("SlurmdPidFile", "/run/slurmd.pid"),
+        ("ProctrackType", "proctrack/cgroup"),
+        ("TaskPlugin", "task/cgroup,task/affinity"),
+        ("SelectType", "select/cons_tres"),
+        ("SelectTypeParameters", "CR_Core_Memory"),
+        ("GresTypes", ",".join(gres_types) or None),
+        ("TopologyPlugin", topology_plugin(plan)),
+        ("SchedulerType", "sched/backfill"),
+        ("PreemptType", "preempt/partition_prio"),
+        ("PreemptMode", slurm.preempt_mode),
+        ("JobRequeue", 1),
+        ("MpiDefault", "none"),
+        ("PrologFlags", "Alloc"),
+        ("Prolog", f"{paths.SCRIPTS_DIR}/prolog.sh"),
+        ("Epilog", f"{paths.SCRIPTS_DIR}/epilog.sh"),
+        ("MailProg", "/bin/true"),
+        ("AccountingStorageType", "accounting_storage/slurmdbd" if slurm.accounting else None),
+        ("AccountingStorageHost", slurm.accounting_host if slurm.accounting else None),
+        ("JobAcctGatherType", "jobacct_gather/cgroup" if slurm.accounting else None),
+        *TIMEOUTS,
+    ]
+    body = [f"{k}={v}" for k, v in settings if v is not None]
+    nodes = [node_line(g) for g in plan.groups]
+    return (
+        header("slurm.conf", plan.name)
+        + "\n".join(body)
+        + "\n\n# Worker groups: one line per node pool or TPU slice; node names are the pod hostnames.\n"
+        + "\n".join(nodes)
+        + "\n\n"
+        + "\n".join(partition_lines(plan))
+        + "\n"
+    )
