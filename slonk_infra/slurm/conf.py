@@ -60,11 +60,16 @@ def partition_lines(plan: ClusterPlan) -> list[str]:
             and any(by_name[g].kind == "tpu" for g in p.groups)
             and all(by_name[g].kind == "tpu" for g in p.groups)
         )
+        members = [by_name[g] for g in p.groups]
+        # Without a default, a job that names no memory is given a whole node's memory and blocks
+        # every other job there; the default is the leanest member node's memory per CPU.
+        def_mem = min((g.shape.real_memory_mib // g.shape.cpus for g in members), default=None)
         out.append(
             kv_line(
                 [
                     ("PartitionName", p.name),
                     ("Nodes", nodes),
+                    ("DefMemPerCPU", def_mem),
                     ("Default", p.default),
                     ("PriorityTier", p.priority_tier),
                     ("MaxTime", p.max_time),
@@ -103,8 +108,8 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("SlurmctldParameters", "enable_configless"),
         ("StateSaveLocation", paths.STATE_DIR),
         ("SlurmdSpoolDir", paths.SLURMD_SPOOL),
-        ("SlurmctldPidFile", "/run/slurmctld.pid"),
-        ("SlurmdPidFile", "/run/slurmd.pid"),
+        ("SlurmctldPidFile", "/run/slurm/slurmctld.pid"),
+        ("SlurmdPidFile", "/run/slurm/slurmd.pid"),
         ("ProctrackType", "proctrack/cgroup"),
         ("TaskPlugin", "task/cgroup,task/affinity"),
         ("SelectType", "select/cons_tres"),

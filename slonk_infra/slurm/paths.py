@@ -1,7 +1,7 @@
 """Where the Slurm files and daemons' state live inside the pods (the image and manifests agree on these)."""
 
 CONF_DIR = "/etc/slurm"
-SCRIPTS_DIR = "/etc/slurm/scripts"
+SCRIPTS_DIR = "/opt/slonk/scripts"
 STATE_DIR = "/var/spool/slurmctld"
 SLURMD_SPOOL = "/var/spool/slurmd"
 JWT_KEY = "/etc/slurm/jwt/jwt_hs256.key"

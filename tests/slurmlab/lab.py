@@ -621,15 +621,24 @@ class SlurmLab:
         base, *flags = state.upper().split("+")
         return base == "IDLE" and set(flags) <= _OK_NODE_FLAGS
 
-    def wait_nodes(self, names: Iterable[str] | None = None, timeout: float = 30.0) -> None:
-        """Waits until every node in ``names`` (default: running slurmd) is idle."""
+    @staticmethod
+    def is_responding(state: str) -> bool:
+        """True for a node that answers and may run jobs: idle, allocated, mixed or completing."""
+        if "*" in state:
+            return False
+        base, *flags = state.upper().split("+")
+        return base in ("IDLE", "ALLOCATED", "MIXED", "COMPLETING") and set(flags) <= _OK_NODE_FLAGS
+
+    def wait_nodes(self, names: Iterable[str] | None = None, timeout: float = 30.0, busy_ok: bool = False) -> None:
+        """Waits until every node in ``names`` (default: running slurmd) is idle (or busy, if ``busy_ok``)."""
+        ok = self.is_responding if busy_ok else self.is_idle
         want = list(names) if names is not None else self._running_nodes()
         deadline = time.monotonic() + timeout
         states: dict[str, tuple[str, str]] = {}
         while True:
             self._check_alive(["slurmctld", *want])
             states = self.node_states()
-            bad = [n for n in want if not self.is_idle(states.get(n, ("MISSING", ""))[0])]
+            bad = [n for n in want if not ok(states.get(n, ("MISSING", ""))[0])]
             if not bad:
                 return
             if time.monotonic() > deadline:
@@ -641,13 +650,22 @@ class SlurmLab:
             f"nodes not idle after {timeout}s:\n{details}\n--- slurmctld log ---\n{self.log('slurmctld', 40)}{logs}"
         )
 
-    def restart_controller(self, timeout: float = 30.0) -> None:
+    def restart_controller(self, timeout: float = 30.0, wait: bool = True) -> None:
         """Stops slurmctld by PID (SIGTERM), starts it again and waits for ping and responding nodes."""
         proc = self._procs.pop("slurmctld", None)
         if proc is not None:
             proc.stop()
         self._start_ctld(timeout=timeout)
-        self.wait_nodes(timeout=timeout)
+        # Nodes running jobs across the restart are allocated, not idle: they only need to answer.
+        if wait:
+            self.wait_nodes(timeout=timeout, busy_ok=True)
+
+    def signal_slurmd(self, name: str, sig: int) -> None:
+        """Sends ``sig`` to the slurmd of node ``name`` (as a pod's entrypoint would)."""
+        proc = self._procs.get(name)
+        if proc is None:
+            raise SlurmLabError(f"slurmd {name} is not running")
+        os.kill(proc.pid, sig)
 
     def stop_slurmd(self, name: str, timeout: float = 15.0) -> None:
         """Stops the slurmd of node ``name`` by PID (SIGTERM, then SIGKILL after ``timeout``)."""

@@ -1,0 +1,39 @@
+"""Cloud layer: one adapter per target gives the Slurm layer the same :class:`CloudResult`.
+
+``deploy_cloud(plan)`` picks the adapter from ``plan.declaration.cloud``:
+
+- ``gcp``: :class:`~slonk_infra.clouds.gcp.GcpInfrastructure` (GKE, node pools, Filestore)
+- ``aws``: :class:`~slonk_infra.clouds.aws.AwsInfrastructure` (EKS, node groups with EFA, EFS, FSx)
+- ``local``: :class:`~slonk_infra.clouds.local.LocalInfrastructure` (an existing cluster; nothing created)
+
+Each adapter is a ``ComponentResource`` whose resource count grows with the number of worker
+groups and storage entries, never with the number of nodes.
+"""
+
+from __future__ import annotations
+
+import pulumi
+
+from slonk_infra.binding import CloudResult
+from slonk_infra.plan import ClusterPlan
+
+__all__ = ["deploy_cloud"]
+
+
+def deploy_cloud(plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None) -> CloudResult:
+    """Create the cloud side of ``plan`` (one component named after the cluster) and return its result."""
+    cloud = plan.declaration.cloud
+    # Imported here so a local stack never loads the GCP and AWS SDKs.
+    if cloud == "gcp":
+        from slonk_infra.clouds.gcp import GcpInfrastructure
+
+        return GcpInfrastructure(plan.name, plan, opts).result
+    if cloud == "aws":
+        from slonk_infra.clouds.aws import AwsInfrastructure
+
+        return AwsInfrastructure(plan.name, plan, opts).result
+    if cloud == "local":
+        from slonk_infra.clouds.local import LocalInfrastructure
+
+        return LocalInfrastructure(plan.name, plan, opts).result
+    raise ValueError(f"no cloud adapter for {cloud!r}; known: gcp, aws, local")

@@ -1,0 +1,652 @@
+"""EKS adapter: a cluster (or an existing one), one managed node group per worker group, EFS and FSx.
+
+Per worker group:
+
+- CPU group: one ``aws.eks.NodeGroup``.
+- GPU group: one ``aws.ec2.LaunchTemplate`` and one ``aws.eks.NodeGroup``, plus one
+  ``aws.ec2.PlacementGroup`` when the group wants compact placement and consumes no reservation.
+
+Everything else is constant for a declaration: IAM roles, the cluster, access entries per admin,
+add-ons, the device-plugin Helm releases, the system node group, one EFA security group, one
+storage security group, and per storage entry a filesystem (plus one EFS mount target per subnet).
+Node groups, filesystems and add-ons depend only on the cluster and IAM, so they are created in
+parallel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from slonk_infra.binding import CloudResult, VolumeSource
+from slonk_infra.clouds.common import (
+    SYSTEM_LABELS,
+    SYSTEM_NODES,
+    SYSTEM_POOL,
+    CloudComponent,
+    cloud_effect,
+    cloud_storage,
+    exec_kubeconfig,
+    existing_cluster_provider,
+)
+from slonk_infra.declaration import AwsSpec, StorageSpec
+from slonk_infra.plan import ClusterPlan, WorkerGroup
+
+TOKEN = "slonk-infra:aws:Infrastructure"
+SYSTEM_INSTANCE = "m7i.2xlarge"
+# EC2 instance topology, broadest layer first, as EKS labels the nodes of supported instance types.
+TOPOLOGY_LABELS = (
+    "topology.k8s.aws/network-node-layer-1",
+    "topology.k8s.aws/network-node-layer-2",
+    "topology.k8s.aws/network-node-layer-3",
+)
+GPU_AMI = "AL2023_x86_64_NVIDIA"
+CPU_AMI = "AL2023_x86_64_STANDARD"
+ROOT_VOLUME_GIB = 512  # CUDA images are tens of GiB; the EKS default root volume is 20 GiB
+CPU_DISK_GIB = 200
+
+CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+CLUSTER_ROLE_POLICIES = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
+NODE_ROLE_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+)
+# Node DaemonSets: they run on whatever nodes join, so they need no node group to be created.
+NODE_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+# Add-ons with a Deployment: EKS reports them degraded until a node can run it.
+DEPLOYMENT_ADDONS = ("coredns",)
+STORAGE_ADDONS = {"efs": "aws-efs-csi-driver", "fsx-lustre": "aws-fsx-csi-driver"}
+
+NVIDIA_PLUGIN_CHART = ("nvidia-device-plugin", "0.20.0", "https://nvidia.github.io/k8s-device-plugin")
+EFA_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts")
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+FSX_DEPLOYMENTS = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
+FSX_DEFAULT_DEPLOYMENT = "PERSISTENT_2"
+# MB/s per TiB; PERSISTENT_1 SSD accepts 50/100/200, PERSISTENT_2 125/250/500/1000.
+FSX_THROUGHPUT = {"PERSISTENT_1": 200, "PERSISTENT_2": 250}
+EFS_CSI_DRIVER = "efs.csi.aws.com"
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+
+# What EKS rejects in a node group's launch template, by normalised key (lower case, no "_").
+_FORBIDDEN_LT_KEYS = {
+    "subnetid": "SubnetId (EKS places instances in the node group's subnets)",
+    "iaminstanceprofile": "IamInstanceProfile (EKS uses the node group's role)",
+    "requestspotinstances": "RequestSpotInstances (use capacity_type SPOT)",
+    "spotoptions": "spot options (use capacity_type SPOT)",
+    "hibernationoptions": "HibernationOptions",
+    "terminateinstances": "TerminateInstances",
+    "instanceinitiatedshutdownbehavior": "instance-initiated shutdown behaviour (TerminateInstances)",
+}
+
+
+def launch_template_violations(inputs: Mapping[str, Any]) -> list[str]:
+    """What in a launch template's inputs (snake_case or wire camelCase) EKS managed node groups reject.
+
+    EKS's ``LaunchTemplateSpecification`` says the template cannot include SubnetId,
+    IamInstanceProfile, RequestSpotInstances, HibernationOptions or TerminateInstances; such a
+    template fails only at deploy time, so this check runs in tests and can run in policies.
+    """
+    found: list[str] = []
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                norm = str(key).replace("_", "").lower()
+                where = f"{path}.{key}" if path else str(key)
+                if norm in _FORBIDDEN_LT_KEYS and item not in (None, [], {}):
+                    found.append(f"{where}: {_FORBIDDEN_LT_KEYS[norm]}")
+                elif norm == "markettype" and str(item).lower() == "spot":
+                    found.append(f"{where}: spot market (use capacity_type SPOT)")
+                walk(item, where)
+        elif isinstance(value, list | tuple):
+            for i, item in enumerate(value):
+                walk(item, f"{path}[{i}]")
+
+    walk(inputs, "")
+    return found
+
+
+def fsx_storage_capacity(deployment: str, gib: int) -> int:
+    """Smallest FSx for Lustre SSD capacity of at least ``gib`` that the deployment type accepts.
+
+    1,200 and 2,400 GiB, then multiples of 3,600 GiB (SCRATCH_1) or 2,400 GiB (the others).
+    """
+    if gib <= 1200:
+        return 1200
+    if gib <= 2400:
+        return 2400
+    step = 3600 if deployment == "SCRATCH_1" else 2400
+    return math.ceil(gib / step) * step
+
+
+def efa_interfaces(group: WorkerGroup) -> int:
+    """EFA interfaces a node of the group gets: one per network card, as far as the machine has EFAs."""
+    machine = group.machine
+    return min(machine.network_cards, machine.efa_interfaces)
+
+
+def capacity_type(group: WorkerGroup) -> str:
+    """EKS node group capacity type: SPOT, CAPACITY_BLOCK or ON_DEMAND."""
+    if group.spot:
+        return "SPOT"
+    if group.reservation is not None and group.reservation.capacity_block:
+        return "CAPACITY_BLOCK"
+    return "ON_DEMAND"
+
+
+def _principal_slug(arn: str) -> str:
+    tail = re.sub(r"[^a-z0-9-]+", "-", arn.rsplit("/", 1)[-1].lower()).strip("-")[:24] or "principal"
+    return f"{tail}-{hashlib.sha256(arn.encode()).hexdigest()[:6]}"
+
+
+def _assume_role(service: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": service}, "Action": ["sts:AssumeRole", "sts:TagSession"]}
+            ],
+        }
+    )
+
+
+class AwsInfrastructure(CloudComponent):
+    """EKS cluster, node groups, EFA networking, EFS and FSx for one :class:`ClusterPlan`.
+
+    ``result`` is the :class:`CloudResult` the Slurm layer consumes.
+    """
+
+    result: CloudResult
+
+    def __init__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TOKEN, name, opts)
+        decl = plan.declaration
+        if decl.cloud != "aws" or decl.aws is None or decl.region is None:
+            raise ValueError(
+                f"AwsInfrastructure needs an aws declaration with region and aws settings, got {decl.cloud}"
+            )
+        if any(g.name == SYSTEM_POOL for g in plan.groups):
+            raise ValueError(f"worker group name {SYSTEM_POOL!r} is reserved for the system node group")
+        self.plan = plan
+        self.aws: AwsSpec = decl.aws
+        self.region: str = decl.region
+        self.subnets: list[str] = list(self.aws.subnet_ids)
+        self.gpu_groups = [g for g in plan.groups if g.kind == "gpu"]
+        self.efa_groups = [g for g in self.gpu_groups if efa_interfaces(g) > 0]
+        storage = cloud_storage(plan, ("efs", "fsx-lustre"))
+
+        node_role_arn, node_role_deps = self._node_role()
+        self.cluster: aws.eks.Cluster | None = None
+        cluster_name: pulumi.Input[str]
+        cluster_sg: pulumi.Input[str]
+        provider: k8s.Provider
+        if decl.kubernetes.create:
+            self.cluster = self._cluster()
+            cluster_name = self.cluster.name
+            cluster_sg = self.cluster.vpc_config.apply(lambda v: str(v.cluster_security_group_id))
+            admins = self._admins(self.cluster)
+            provider = k8s.Provider(
+                self.child_name("k8s"),
+                k8s.ProviderArgs(kubeconfig=self._kubeconfig(self.cluster)),
+                # The provider's identity is authorised through these entries, not at creation.
+                opts=self.child_opts(depends_on=admins),
+            )
+        else:
+            cluster_name = decl.name
+            existing = aws.eks.get_cluster_output(name=decl.name, opts=pulumi.InvokeOutputOptions(parent=self))
+            cluster_sg = existing.vpc_config.apply(lambda v: str(v.cluster_security_group_id))
+            provider = existing_cluster_provider(self.child_name("k8s"), decl.kubernetes, self.child_opts())
+
+        efa_sg = self._efa_security_group() if self.efa_groups else None
+        group_opts = self.child_opts(delete_before_replace=True, depends_on=node_role_deps)
+        self.system_group = self._system_group(cluster_name, node_role_arn, group_opts)
+        self.launch_templates: dict[str, aws.ec2.LaunchTemplate] = {}
+        self.placement_groups: dict[str, aws.ec2.PlacementGroup] = {}
+        self.node_groups: dict[str, aws.eks.NodeGroup] = {
+            g.name: self._node_group(g, cluster_name, node_role_arn, cluster_sg, efa_sg, group_opts)
+            for g in plan.groups
+        }
+        if self.cluster is not None:
+            self._addons(self.cluster, {vol.kind for vol in storage})
+            self._device_plugins(provider)
+
+        self.filesystems: dict[str, pulumi.CustomResource] = {}
+        volumes: dict[str, VolumeSource] = {}
+        if storage:
+            storage_sg = self._storage_security_group({vol.kind for vol in storage})
+            for vol in storage:
+                volumes[vol.name] = self._efs(vol, storage_sg) if vol.kind == "efs" else self._fsx(vol, storage_sg)
+
+        self.result = CloudResult(
+            provider=provider,
+            volumes=volumes,
+            pin_to_pools=True,
+            topology_labels=TOPOLOGY_LABELS,
+            node_pools=dict(self.node_groups),
+        )
+        self.register_outputs(
+            {
+                "cluster": cluster_name,
+                "nodeGroups": {g: ng.node_group_name for g, ng in self.node_groups.items()},
+                "filesystems": {v: fs.id for v, fs in self.filesystems.items()},
+            }
+        )
+
+    # -- IAM and cluster -------------------------------------------------------------------------
+    def _role(self, label: str, service: str, policies: Sequence[str]) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+        role = aws.iam.Role(
+            self.child_name(label),
+            aws.iam.RoleArgs(
+                assume_role_policy=_assume_role(service),
+                description=f"slonk-infra {self.plan.name}: {label}",
+            ),
+            opts=self.child_opts(),
+        )
+        attachments: list[pulumi.Resource] = [
+            aws.iam.RolePolicyAttachment(
+                self.child_name(label, policy.rsplit("/", 1)[-1]),
+                aws.iam.RolePolicyAttachmentArgs(role=role.name, policy_arn=policy),
+                opts=self.child_opts(),
+            )
+            for policy in policies
+        ]
+        return role, attachments
+
+    def _node_role(self) -> tuple[pulumi.Input[str], list[pulumi.Resource]]:
+        if self.aws.node_role_arn:
+            return self.aws.node_role_arn, []
+        role, attachments = self._role("node-role", "ec2.amazonaws.com", NODE_ROLE_POLICIES)
+        # Nodes that boot before their role may pull images and join never become Ready.
+        return role.arn, attachments
+
+    def _cluster(self) -> aws.eks.Cluster:
+        decl = self.plan.declaration
+        role, attachments = self._role("cluster-role", "eks.amazonaws.com", CLUSTER_ROLE_POLICIES)
+        return aws.eks.Cluster(
+            self.child_name("cluster"),
+            aws.eks.ClusterArgs(
+                name=decl.name,
+                role_arn=role.arn,
+                version=decl.kubernetes.version,
+                vpc_config=aws.eks.ClusterVpcConfigArgs(
+                    subnet_ids=self.subnets, endpoint_private_access=True, endpoint_public_access=True
+                ),
+                access_config=aws.eks.ClusterAccessConfigArgs(
+                    authentication_mode="API", bootstrap_cluster_creator_admin_permissions=False
+                ),
+                deletion_protection=True,
+            ),
+            opts=self.child_opts(depends_on=attachments),
+        )
+
+    def _admins(self, cluster: aws.eks.Cluster) -> list[pulumi.Resource]:
+        if not self.aws.admin_role_arns:
+            pulumi.log.warn(
+                f"{self.plan.name}: aws.adminRoleArns is empty and the cluster creator gets no admin access; "
+                "nobody (including this program's Kubernetes provider) can reach the cluster API",
+                resource=self,
+            )
+        done: list[pulumi.Resource] = []
+        for arn in self.aws.admin_role_arns:
+            slug = _principal_slug(arn)
+            entry = aws.eks.AccessEntry(
+                self.child_name("admin", slug),
+                aws.eks.AccessEntryArgs(cluster_name=cluster.name, principal_arn=arn, type="STANDARD"),
+                opts=self.child_opts(),
+            )
+            done.append(
+                aws.eks.AccessPolicyAssociation(
+                    self.child_name("admin", slug),
+                    aws.eks.AccessPolicyAssociationArgs(
+                        cluster_name=cluster.name,
+                        principal_arn=entry.principal_arn,
+                        policy_arn=CLUSTER_ADMIN_POLICY,
+                        access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                    ),
+                    opts=self.child_opts(),
+                )
+            )
+        return done
+
+    def _kubeconfig(self, cluster: aws.eks.Cluster) -> pulumi.Output[str]:
+        def render(args: list[Any]) -> str:
+            name, endpoint, authority = args
+            ca = authority.data if hasattr(type(authority), "data") else authority["data"]
+            exec_config = {
+                "apiVersion": "client.authentication.k8s.io/v1beta1",
+                "command": "aws",
+                "args": ["eks", "get-token", "--cluster-name", name, "--region", self.region, "--output", "json"],
+                "interactiveMode": "IfAvailable",
+            }
+            return exec_kubeconfig(f"eks_{self.region}_{name}", endpoint, ca, exec_config)
+
+        return pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority).apply(render)
+
+    def _addons(self, cluster: aws.eks.Cluster, storage_kinds: set[str]) -> None:
+        wanted = [(a, False) for a in NODE_ADDONS] + [(a, True) for a in DEPLOYMENT_ADDONS]
+        wanted += [(STORAGE_ADDONS[k], True) for k in sorted(storage_kinds)]
+        for addon, needs_nodes in wanted:
+            aws.eks.Addon(
+                self.child_name("addon", addon),
+                aws.eks.AddonArgs(
+                    cluster_name=cluster.name,
+                    addon_name=addon,
+                    # EKS pre-installs vpc-cni, kube-proxy and coredns as plain manifests; take them over.
+                    resolve_conflicts_on_create="OVERWRITE",
+                    resolve_conflicts_on_update="OVERWRITE",
+                ),
+                # A Deployment add-on stays DEGRADED (and the create times out) until a node can run it.
+                opts=self.child_opts(depends_on=[self.system_group] if needs_nodes else None),
+            )
+
+    def _device_plugins(self, provider: k8s.Provider) -> None:
+        if not self.gpu_groups:
+            return
+        tolerate_all = [{"operator": "Exists"}]
+        gpu_types = sorted({g.machine.name for g in self.gpu_groups})
+        chart, version, repo = NVIDIA_PLUGIN_CHART
+        # The chart's default affinity waits for node-feature-discovery labels that EKS does not set.
+        affinity = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": gpu_types}]}
+                    ]
+                }
+            }
+        }
+        self._release(chart, version, repo, {"affinity": affinity, "tolerations": tolerate_all}, provider)
+        if self.efa_groups:
+            chart, version, repo = EFA_PLUGIN_CHART
+            efa_types = sorted({g.machine.name for g in self.efa_groups})
+            values = {
+                "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": efa_types},
+                "tolerations": tolerate_all,
+            }
+            self._release(chart, version, repo, values, provider)
+
+    def _release(
+        self, chart: str, version: str, repo: str, values: Mapping[str, Any], provider: k8s.Provider
+    ) -> k8s.helm.v3.Release:
+        return k8s.helm.v3.Release(
+            self.child_name(chart),
+            k8s.helm.v3.ReleaseArgs(
+                name=chart,
+                chart=chart,
+                version=version,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
+                namespace="kube-system",
+                values=dict(values),
+                # GPU nodes may not exist yet (a Capacity Block that starts later); do not wait for pods.
+                skip_await=True,
+            ),
+            opts=self.child_opts(provider=provider),
+        )
+
+    # -- compute ---------------------------------------------------------------------------------
+    def _efa_security_group(self) -> aws.ec2.SecurityGroup:
+        everything: dict[str, Any] = {"from_port": 0, "to_port": 0, "protocol": "-1"}
+        return aws.ec2.SecurityGroup(
+            self.child_name("efa"),
+            aws.ec2.SecurityGroupArgs(
+                vpc_id=self.aws.vpc_id,
+                description=f"slonk-infra {self.plan.name}: EFA traffic between GPU nodes",
+                # EFA's OS-bypass traffic is only allowed between interfaces of one security group
+                # that admits all traffic to and from itself.
+                ingress=[aws.ec2.SecurityGroupIngressArgs(**everything, self=True, description="EFA from itself")],
+                egress=[
+                    aws.ec2.SecurityGroupEgressArgs(**everything, self=True, description="EFA to itself"),
+                    aws.ec2.SecurityGroupEgressArgs(**everything, cidr_blocks=["0.0.0.0/0"], description="outbound"),
+                ],
+                tags={"Name": f"{self.plan.name}-efa"},
+            ),
+            opts=self.child_opts(),
+        )
+
+    def _system_group(
+        self, cluster_name: pulumi.Input[str], role_arn: pulumi.Input[str], opts: pulumi.ResourceOptions
+    ) -> aws.eks.NodeGroup:
+        return aws.eks.NodeGroup(
+            self.child_name("system"),
+            aws.eks.NodeGroupArgs(
+                cluster_name=cluster_name,
+                node_group_name=SYSTEM_POOL,
+                node_role_arn=role_arn,
+                subnet_ids=self.subnets,
+                instance_types=[SYSTEM_INSTANCE],
+                ami_type=CPU_AMI,
+                capacity_type="ON_DEMAND",
+                disk_size=CPU_DISK_GIB,
+                labels=dict(SYSTEM_LABELS),
+                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                    min_size=SYSTEM_NODES, desired_size=SYSTEM_NODES, max_size=SYSTEM_NODES
+                ),
+                update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            ),
+            opts=opts,
+        )
+
+    def _node_group(
+        self,
+        group: WorkerGroup,
+        cluster_name: pulumi.Input[str],
+        role_arn: pulumi.Input[str],
+        cluster_sg: pulumi.Input[str],
+        efa_sg: aws.ec2.SecurityGroup | None,
+        opts: pulumi.ResourceOptions,
+    ) -> aws.eks.NodeGroup:
+        gpu = group.kind == "gpu"
+        template = None
+        if gpu:
+            lt = self._launch_template(group, cluster_sg, efa_sg)
+            template = aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str))
+        return aws.eks.NodeGroup(
+            self.child_name("nodegroup", group.name),
+            aws.eks.NodeGroupArgs(
+                cluster_name=cluster_name,
+                node_group_name=group.name,
+                node_role_arn=role_arn,
+                # One subnet (one AZ) for GPU groups: the placement group, the reservation and the
+                # FSx filesystem sit in it.
+                subnet_ids=self.subnets[:1] if gpu else self.subnets,
+                instance_types=[group.machine.name],
+                ami_type=GPU_AMI if gpu else CPU_AMI,
+                capacity_type=capacity_type(group),
+                disk_size=None if template else CPU_DISK_GIB,
+                launch_template=template,
+                labels=dict(group.node_labels),
+                taints=[
+                    aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value or None, effect=cloud_effect(t))
+                    for t in group.taints
+                ]
+                or None,
+                # min 0 so a group can be emptied (Capacity Block ending, upgrade of a block group)
+                # without a change here; desired = max = the declared nodes, which is what the
+                # worker StatefulSet expects.
+                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                    min_size=0, desired_size=group.replicas, max_size=group.replicas
+                ),
+                update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+            ),
+            opts=opts,
+        )
+
+    def _launch_template(
+        self, group: WorkerGroup, cluster_sg: pulumi.Input[str], efa_sg: aws.ec2.SecurityGroup | None
+    ) -> aws.ec2.LaunchTemplate:
+        reservation = group.reservation
+        placement = None
+        # A reservation (ODCR or Capacity Block) already decides where its instances go; a cluster
+        # placement group the reservation was not made in would make launches fail.
+        if group.compact_placement and reservation is None:
+            pg = aws.ec2.PlacementGroup(
+                self.child_name("placement", group.name),
+                aws.ec2.PlacementGroupArgs(strategy="cluster", tags={"Name": f"{self.plan.name}-{group.name}"}),
+                opts=self.child_opts(),
+            )
+            self.placement_groups[group.name] = pg
+            placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pg.name)
+        interfaces = None
+        count = efa_interfaces(group)
+        if count and efa_sg is not None:
+            # With interfaces in the template EKS no longer adds the cluster security group itself.
+            groups = [cluster_sg, efa_sg.id]
+            interfaces = [
+                aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                    network_card_index=card,
+                    device_index=0 if card == 0 else 1,
+                    interface_type="efa" if card == 0 else "efa-only",
+                    security_groups=groups,
+                    delete_on_termination="true",
+                )
+                for card in range(count)
+            ]
+        lt = aws.ec2.LaunchTemplate(
+            self.child_name("lt", group.name),
+            aws.ec2.LaunchTemplateArgs(
+                description=f"slonk-infra {self.plan.name}: {group.name}",
+                update_default_version=True,
+                block_device_mappings=[
+                    aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                        device_name="/dev/xvda",
+                        ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                            volume_size=ROOT_VOLUME_GIB,
+                            volume_type="gp3",
+                            encrypted="true",
+                            delete_on_termination="true",
+                        ),
+                    )
+                ],
+                network_interfaces=interfaces,
+                placement=placement,
+                capacity_reservation_specification=(
+                    aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                        capacity_reservation_target=(
+                            aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                                capacity_reservation_id=reservation.name
+                            )
+                        )
+                    )
+                    if reservation is not None
+                    else None
+                ),
+                instance_market_options=(
+                    aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+                    if reservation is not None and reservation.capacity_block
+                    else None
+                ),
+                metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+                ),
+                tags={"Name": f"{self.plan.name}-{group.name}"},
+            ),
+            opts=self.child_opts(),
+        )
+        self.launch_templates[group.name] = lt
+        return lt
+
+    # -- storage ---------------------------------------------------------------------------------
+    def _storage_security_group(self, kinds: set[str]) -> aws.ec2.SecurityGroup:
+        vpc = aws.ec2.get_vpc_output(id=self.aws.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self))
+        cidrs = vpc.cidr_block_associations.apply(lambda assocs: sorted({str(a.cidr_block) for a in assocs}))
+        ports: list[tuple[int, int, str]] = []
+        if "efs" in kinds:
+            ports.append((2049, 2049, "NFS (EFS)"))
+        if "fsx-lustre" in kinds:
+            ports += [(988, 988, "Lustre"), (1018, 1023, "Lustre")]
+        return aws.ec2.SecurityGroup(
+            self.child_name("storage"),
+            aws.ec2.SecurityGroupArgs(
+                vpc_id=self.aws.vpc_id,
+                description=f"slonk-infra {self.plan.name}: shared filesystems, from the VPC",
+                # From the whole VPC: nodes of every group (and any security group) mount these.
+                ingress=[
+                    aws.ec2.SecurityGroupIngressArgs(
+                        from_port=low, to_port=high, protocol="tcp", cidr_blocks=cidrs, description=what
+                    )
+                    for low, high, what in ports
+                ],
+                egress=[
+                    aws.ec2.SecurityGroupEgressArgs(
+                        from_port=0, to_port=0, protocol="-1", cidr_blocks=["0.0.0.0/0"], description="outbound"
+                    )
+                ],
+                tags={"Name": f"{self.plan.name}-storage"},
+            ),
+            opts=self.child_opts(),
+        )
+
+    def _efs(self, vol: StorageSpec, sg: aws.ec2.SecurityGroup) -> VolumeSource:
+        fs = aws.efs.FileSystem(
+            self.child_name("efs", vol.name),
+            aws.efs.FileSystemArgs(
+                encrypted=True,
+                performance_mode="generalPurpose",
+                throughput_mode="elastic",
+                tags={"Name": f"{self.plan.name}-{vol.name}"},
+            ),
+            opts=self.stateful_opts(),
+        )
+        self.filesystems[vol.name] = fs
+        # EFS allows one mount target per AZ; the declaration's subnets are one per AZ.
+        targets = [
+            aws.efs.MountTarget(
+                self.child_name("efs", vol.name, subnet),
+                aws.efs.MountTargetArgs(file_system_id=fs.id, subnet_id=subnet, security_groups=[sg.id]),
+                opts=self.child_opts(),
+            )
+            for subnet in self.subnets
+        ]
+        pv_source = {"csi": {"driver": EFS_CSI_DRIVER, "volumeHandle": fs.id}}
+        return VolumeSource(name=vol.name, pv_source=pv_source, depends_on=(fs, *targets))
+
+    def _fsx(self, vol: StorageSpec, sg: aws.ec2.SecurityGroup) -> VolumeSource:
+        deployment = (vol.tier or FSX_DEFAULT_DEPLOYMENT).upper()
+        if deployment not in FSX_DEPLOYMENTS:
+            raise ValueError(
+                f"storage {vol.name!r}: {vol.tier!r} is not an FSx for Lustre deployment type; "
+                f"allowed: {', '.join(FSX_DEPLOYMENTS)}"
+            )
+        persistent = deployment.startswith("PERSISTENT")
+        fs = aws.fsx.LustreFileSystem(
+            self.child_name("fsx", vol.name),
+            aws.fsx.LustreFileSystemArgs(
+                # One subnet (a string in this SDK): the GPU groups' subnet, so I/O stays in one AZ.
+                subnet_ids=self.subnets[0],
+                security_group_ids=[sg.id],
+                deployment_type=deployment,
+                storage_capacity=fsx_storage_capacity(deployment, vol.capacity_gib),
+                per_unit_storage_throughput=FSX_THROUGHPUT.get(deployment),
+                metadata_configuration=(
+                    aws.fsx.LustreFileSystemMetadataConfigurationArgs(mode="AUTOMATIC")
+                    if deployment == "PERSISTENT_2"
+                    else None
+                ),
+                file_system_type_version="2.15",
+                data_compression_type="LZ4",
+                # FSx has no deletion protection; a final backup is the cloud-side safety net.
+                skip_final_backup=False if persistent else None,
+                tags={"Name": f"{self.plan.name}-{vol.name}"},
+            ),
+            opts=self.stateful_opts(),
+        )
+        self.filesystems[vol.name] = fs
+        pv_source = {
+            "csi": {
+                "driver": FSX_CSI_DRIVER,
+                "volumeHandle": fs.id,
+                "volumeAttributes": {"dnsname": fs.dns_name, "mountname": fs.mount_name},
+            },
+            "mountOptions": ["flock"],
+        }
+        return VolumeSource(name=vol.name, pv_source=pv_source, depends_on=(fs,))

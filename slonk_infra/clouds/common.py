@@ -1,0 +1,107 @@
+"""Pieces every cloud adapter shares: the component base, taints, storage selection, kubeconfigs."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL
+from slonk_infra.declaration import KubernetesSpec, StorageSpec, Taint
+from slonk_infra.plan import ClusterPlan
+
+# Node pool / node group that runs slurmctld and the login pods. Worker groups are named after
+# the declaration's pools; the "slonk-" prefix keeps this one out of their way.
+SYSTEM_POOL = "slonk-system"
+SYSTEM_NODES = 2
+SYSTEM_LABELS: dict[str, str] = {SYSTEM_ROLE_LABEL: SYSTEM_ROLE}
+
+# Storage kinds the Kubernetes layer provisions itself (an in-cluster NFS server, or an NFS
+# export that already exists); adapters create nothing for them on any cloud.
+KUBERNETES_STORAGE = frozenset({"nfs-server", "nfs-export"})
+
+# GKE and EKS spell taint effects the same way, and differently from Kubernetes.
+_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+
+
+def cloud_effect(taint: Taint) -> str:
+    """The GKE / EKS enum spelling of a Kubernetes taint effect (``NoSchedule`` -> ``NO_SCHEDULE``)."""
+    return _EFFECTS[taint.effect]
+
+
+def cloud_storage(plan: ClusterPlan, kinds: Sequence[str]) -> list[StorageSpec]:
+    """Storage entries the adapter of a cloud creates; raises on a kind the cloud cannot create.
+
+    ``build_plan`` already rejects kinds a cloud does not offer, so the error only fires when an
+    adapter is handed a plan for another cloud.
+    """
+    wanted: list[StorageSpec] = []
+    for vol in plan.declaration.storage:
+        if vol.kind in KUBERNETES_STORAGE:
+            continue
+        if vol.kind not in kinds:
+            raise ValueError(
+                f"storage {vol.name!r}: kind {vol.kind!r} cannot be created on {plan.declaration.cloud}; "
+                f"this adapter creates {', '.join(kinds)}"
+            )
+        wanted.append(vol)
+    return wanted
+
+
+def exec_kubeconfig(cluster: str, server: str, ca_data: str, exec_config: Mapping[str, Any]) -> str:
+    """A one-context kubeconfig (JSON, which is YAML) whose user authenticates through an exec plugin.
+
+    No credential is stored: the plugin (``gke-gcloud-auth-plugin``, ``aws eks get-token``) mints a
+    short-lived token from the deployer's own cloud login each time the provider connects.
+    """
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": cluster, "cluster": {"server": server, "certificate-authority-data": ca_data}}],
+        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": cluster}}],
+        "current-context": cluster,
+        "preferences": {},
+        "users": [{"name": cluster, "user": {"exec": dict(exec_config)}}],
+    }
+    return json.dumps(config, sort_keys=True)
+
+
+def existing_cluster_provider(name: str, spec: KubernetesSpec, opts: pulumi.ResourceOptions) -> k8s.Provider:
+    """A Kubernetes provider for a cluster this program does not create.
+
+    Both settings are optional: without ``kubeconfig`` the provider reads ``$KUBECONFIG`` or
+    ``~/.kube/config`` on the deployer's machine; without ``context`` it uses the current one. The
+    path is passed on verbatim, so the stack does not record where one person keeps the file.
+    """
+    return k8s.Provider(
+        name,
+        k8s.ProviderArgs(kubeconfig=spec.kubeconfig, context=spec.context),
+        opts=opts,
+    )
+
+
+class CloudComponent(pulumi.ComponentResource):
+    """Base of the cloud adapters: names children after the component and parents them to it."""
+
+    def __init__(self, token: str, name: str, opts: pulumi.ResourceOptions | None) -> None:
+        super().__init__(token, name, None, opts)
+        self._name = name
+
+    def child_name(self, *parts: str) -> str:
+        """Logical name of a child resource: the component's name, then ``parts``, dash-joined."""
+        return "-".join((self._name, *parts))
+
+    def child_opts(self, **extra: Any) -> pulumi.ResourceOptions:
+        """Options of a child resource: parented to this component, plus ``extra`` options."""
+        return pulumi.ResourceOptions(parent=self, **extra)
+
+    def stateful_opts(self, **extra: Any) -> pulumi.ResourceOptions:
+        """Options of a resource that holds user data: never deleted or replaced by Pulumi.
+
+        ``protect`` makes ``pulumi destroy`` and replacements fail instead of deleting data;
+        ``retain_on_delete`` leaves the cloud resource in place if someone unprotects and removes it.
+        """
+        return self.child_opts(protect=True, retain_on_delete=True, **extra)

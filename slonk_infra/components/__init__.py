@@ -1,0 +1,1 @@
+"""Pulumi component resources: thin shells that map the pure renderers' output onto resources."""

@@ -1,0 +1,86 @@
+"""SlurmCluster: the Kubernetes half of the system as one component resource."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_random as random
+
+from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
+from slonk_infra.components.kube_objects import declare
+from slonk_infra.kube.manifests import ClusterIPOf, KubeInputs, build_manifests
+from slonk_infra.plan import ClusterPlan
+from slonk_infra.slurm import SlurmFiles, render_slurm_files
+
+# Objects whose loss loses data: shared filesystems' volumes and claims, the controller's state claim.
+STATEFUL_KINDS = frozenset({"PersistentVolume", "PersistentVolumeClaim"})
+
+
+def _resolve(value: Any, services: dict[str, pulumi.CustomResource]) -> Any:
+    """Replace ClusterIPOf markers with the Service's ClusterIP output."""
+    if isinstance(value, ClusterIPOf):
+        return services[value.service].spec.apply(lambda s: s.cluster_ip)  # type: ignore[attr-defined]
+    if isinstance(value, dict):
+        return {k: _resolve(v, services) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, services) for v in value]
+    return value
+
+
+class SlurmCluster(pulumi.ComponentResource):
+    """Namespace, RBAC, ConfigMaps, the munge key Secret, Services, NetworkPolicies, PriorityClasses,
+    shared-storage volumes and the controller / login / worker StatefulSets of one Slurm cluster.
+
+    Cloud-agnostic: everything cloud-specific arrives in ``cloud`` (a :class:`CloudResult`).
+    """
+
+    files: SlurmFiles
+    munge_key: pulumi.Output[str]
+    objects: dict[str, pulumi.CustomResource]
+
+    def __init__(
+        self, name: str, plan: ClusterPlan, cloud: CloudResult, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("slonk-infra:slurm:SlurmCluster", name, None, opts)
+        self.files = render_slurm_files(plan)
+        # The key lives in state as a secret and in the cluster as a Secret; protected because a new key
+        # would lock every running daemon out of the others.
+        munge = random.RandomBytes(
+            f"{name}-munge-key", length=1024, opts=pulumi.ResourceOptions(parent=self, protect=True)
+        )
+        jwt = None
+        if plan.declaration.slurm.rest_api:
+            jwt = random.RandomBytes(
+                f"{name}-jwt-key", length=32, opts=pulumi.ResourceOptions(parent=self, protect=True)
+            )
+        inputs = KubeInputs(
+            munge_key_b64=munge.base64,
+            jwt_key_b64=jwt.base64 if jwt else None,
+            pin_to_pools=cloud.pin_to_pools,
+            volume_sources={k: {**v.pv_source} for k, v in cloud.volumes.items()},
+            system_selector={SYSTEM_ROLE_LABEL: SYSTEM_ROLE} if cloud.pin_to_pools else {},
+        )
+        manifests = build_manifests(plan, self.files, inputs)
+        base = pulumi.ResourceOptions(parent=self, provider=cloud.provider)
+        self.objects = {}
+        services: dict[str, pulumi.CustomResource] = {}
+        namespace: pulumi.CustomResource | None = None
+        for obj in manifests:
+            kind, meta = obj["kind"], obj["metadata"]
+            depends: list[pulumi.Resource] = [namespace] if namespace and "namespace" in meta else []
+            if kind == "PersistentVolume":
+                depends += [d for v in cloud.volumes.values() for d in v.depends_on]
+            stateful = kind in STATEFUL_KINDS
+            opts_i = pulumi.ResourceOptions.merge(
+                base,
+                pulumi.ResourceOptions(depends_on=depends, protect=stateful, retain_on_delete=stateful),
+            )
+            res = declare(f"{name}-{kind.lower()}-{meta['name']}", _resolve(obj, services), opts_i)
+            self.objects[f"{kind}/{meta['name']}"] = res
+            if kind == "Namespace":
+                namespace = res
+            elif kind == "Service":
+                services[meta["name"]] = res
+        self.munge_key = pulumi.Output.secret(munge.base64)
+        self.register_outputs({"namespace": plan.namespace, "objects": len(self.objects)})

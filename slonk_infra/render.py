@@ -1,0 +1,126 @@
+"""Offline render: run the real Pulumi program in-process under Pulumi's mock runtime.
+
+No CLI, no cloud, no cluster. Every resource the program registers is recorded with its inputs and
+options; Kubernetes objects are written as YAML, cloud resources as JSON, the Slurm files as they
+are. Values that only exist after deployment (IPs, endpoints, ids) appear as ``<known after deploy: ...>``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from slonk_infra.offline import SECRET_PLACEHOLDER, UNKNOWN, Registration, after_deploy, run_offline
+from slonk_infra.plan import ClusterPlan
+from slonk_infra.stacks import CONFIG_KEY, PROJECT
+
+
+@dataclass
+class ProgramRun:
+    """What one in-process run of the program produced."""
+
+    stack: str
+    registrations: list[Registration]
+    seconds: float
+    plan: ClusterPlan | None = None
+
+    def counts(self) -> Counter[str]:
+        """Resources by type (custom resources only; components are not deployed objects)."""
+        return Counter(r.type for r in self.registrations if r.custom and not r.type.startswith("pulumi:providers:"))
+
+    def kubernetes_objects(self) -> list[dict[str, Any]]:
+        """Kubernetes objects as manifests (inputs are already camelCase wire form); Secret data masked."""
+        out = []
+        for r in self.registrations:
+            if _is_manifest(r):
+                obj = _clean(r.inputs)
+                if obj.get("kind") == "Secret":
+                    obj["data"] = {k: SECRET_PLACEHOLDER for k in obj.get("data", {})}
+                out.append(obj)
+        return out
+
+    def cloud_resources(self) -> list[dict[str, Any]]:
+        """Every other resource (cloud, providers, randomness) with its inputs and options."""
+        return [
+            {"type": r.type, "name": r.name, "protect": r.protect, "inputs": _mask(r)}
+            for r in self.registrations
+            if r.custom and not _is_manifest(r)
+        ]
+
+
+def _is_manifest(r: Registration) -> bool:
+    """Kubernetes objects proper (Helm releases and providers are recorded with the other resources)."""
+    return r.custom and r.type.startswith("kubernetes:") and "kind" in r.inputs
+
+
+def _mask(r: Registration) -> Any:
+    if r.type.startswith("pulumi:providers:"):
+        return {k: (SECRET_PLACEHOLDER if k == "kubeconfig" else v) for k, v in _clean(r.inputs).items()}
+    return _clean(r.inputs)
+
+
+def _clean(value: Any) -> Any:
+    """Wire values back to what a person wrote: integral floats to ints, unknowns to placeholders."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if value == UNKNOWN:
+        return after_deploy("value")
+    return value
+
+
+def run_program(
+    stack: str,
+    config: Mapping[str, Any],
+    program: Callable[[], Any] | None = None,
+) -> ProgramRun:
+    """Run ``program`` (default: the real one) for ``stack`` with the stack file's ``config`` under mocks."""
+    from slonk_infra.plan import build_plan
+    from slonk_infra.program import main
+
+    wire = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+    start = time.perf_counter()
+    run = run_offline(program or main, project=PROJECT, stack=stack, config=wire)
+    seconds = time.perf_counter() - start
+    plan = build_plan(config[CONFIG_KEY]) if CONFIG_KEY in config else None
+    return ProgramRun(stack, run.registrations, seconds, plan)
+
+
+def write_render(run: ProgramRun, out_dir: Path) -> dict[str, Any]:
+    """Write manifests, Slurm files, cloud resources and a summary under ``out_dir``; return the summary."""
+    from slonk_infra.slurm import render_slurm_files
+
+    kube_dir, slurm_dir, cloud_dir = out_dir / "kubernetes", out_dir / "slurm", out_dir / "cloud"
+    for d in (kube_dir, slurm_dir, cloud_dir):
+        d.mkdir(parents=True, exist_ok=True)
+    objects = run.kubernetes_objects()
+    for i, obj in enumerate(objects):
+        name = f"{i:03d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+        (kube_dir / name).write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
+    (kube_dir / "all.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+    if run.plan is not None:
+        for rel, text in render_slurm_files(run.plan).all().items():
+            path = slurm_dir / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    (cloud_dir / "resources.json").write_text(json.dumps(run.cloud_resources(), indent=2), encoding="utf-8")
+    summary = {
+        "stack": run.stack,
+        "resources": sum(run.counts().values()),
+        "by_type": dict(sorted(run.counts().items())),
+        "kubernetes_objects": len(objects),
+        "plan": run.plan.summary() if run.plan else {},
+        "seconds": round(run.seconds, 3),
+    }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return summary

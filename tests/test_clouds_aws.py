@@ -1,0 +1,290 @@
+"""The EKS adapter under Pulumi mocks (preview=False, so every apply runs)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
+from slonk_infra.catalog import load_catalog
+from slonk_infra.clouds import deploy_cloud
+from slonk_infra.clouds.aws import (
+    TOKEN,
+    TOPOLOGY_LABELS,
+    AwsInfrastructure,
+    fsx_storage_capacity,
+    launch_template_violations,
+)
+from slonk_infra.clouds.common import SYSTEM_POOL
+from slonk_infra.offline import FAKE_VPC_CIDR, OfflineRun, Registration, run_offline
+from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.stacks import load_declaration
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+EFS = "aws:efs/fileSystem:FileSystem"
+MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
+FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
+ADDON = "aws:eks/addon:Addon"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+# Importing pulumi_aws.ec2 warns about deprecated resources this adapter does not use.
+pytestmark = pytest.mark.filterwarnings("ignore:.*has been deprecated in favor of:DeprecationWarning")
+ADMINS = ["arn:aws:iam::123456789012:role/platform-admins", "arn:aws:iam::123456789012:role/ci-deployer"]
+
+
+def raw_aws() -> dict[str, Any]:
+    return copy.deepcopy(load_declaration("aws"))
+
+
+def with_nodes(raw: dict[str, Any], nodes: int) -> dict[str, Any]:
+    out = copy.deepcopy(raw)
+    for pool in out["pools"]:
+        pool["nodes"] = nodes
+        pool.pop("maxNodes", None)
+    return out
+
+
+def resolve_result(result: CloudResult) -> dict[str, Any]:
+    return {name: dict(vol.pv_source) for name, vol in result.volumes.items()}
+
+
+def deploy(plan: ClusterPlan) -> OfflineRun[CloudResult]:
+    return run_offline(lambda: deploy_cloud(plan), resolve_result)
+
+
+def node_group(run: OfflineRun[Any], group: str) -> dict[str, Any]:
+    found = [r for r in run.of_type(NODE_GROUP) if r.inputs.get("nodeGroupName") == group]
+    assert len(found) == 1, f"{len(found)} node groups named {group}"
+    return found[0].inputs
+
+
+def launch_template(run: OfflineRun[Any], group: str) -> dict[str, Any]:
+    return run.named(f"slonk-aws-lt-{group}").inputs
+
+
+@pytest.fixture(scope="module")
+def plan() -> ClusterPlan:
+    raw = raw_aws()
+    raw["aws"]["adminRoleArns"] = ADMINS
+    return build_plan(raw)
+
+
+@pytest.fixture(scope="module")
+def run(plan: ClusterPlan) -> OfflineRun[CloudResult]:
+    return deploy(plan)
+
+
+def test_component_parents_and_names_every_child(run: OfflineRun[CloudResult]) -> None:
+    [component] = run.of_type(TOKEN)
+    children = [r for r in run.registrations if r is not component]
+    for child in children:
+        assert child.parent == component.urn, child.name
+        assert child.name.startswith(f"{component.name}-"), child.name
+
+
+def test_node_groups_per_worker_group(run: OfflineRun[CloudResult], plan: ClusterPlan) -> None:
+    names = sorted(r.inputs["nodeGroupName"] for r in run.of_type(NODE_GROUP))
+    assert names == sorted([g.name for g in plan.groups] + [SYSTEM_POOL])
+    subnets = plan.declaration.aws.subnet_ids if plan.declaration.aws else []
+    for group in plan.groups:
+        inputs = node_group(run, group.name)
+        assert inputs["instanceTypes"] == [group.machine.name]
+        assert inputs["labels"] == group.node_labels
+        assert inputs["scalingConfig"] == {"minSize": 0, "desiredSize": group.replicas, "maxSize": group.replicas}
+        if group.kind == "gpu":
+            assert inputs["amiType"] == "AL2023_x86_64_NVIDIA"
+            assert inputs["subnetIds"] == subnets[:1]
+            assert inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+            assert "launchTemplate" in inputs and "diskSize" not in inputs
+        else:
+            assert inputs["amiType"] == "AL2023_x86_64_STANDARD"
+            assert inputs["subnetIds"] == subnets
+            assert "taints" not in inputs and "launchTemplate" not in inputs
+
+
+def test_capacity_types(run: OfflineRun[CloudResult]) -> None:
+    assert node_group(run, "h100-a")["capacityType"] == "CAPACITY_BLOCK"
+    assert node_group(run, "h100-b")["capacityType"] == "SPOT"
+    assert node_group(run, "cpu")["capacityType"] == "ON_DEMAND"
+
+
+def test_system_node_group(run: OfflineRun[CloudResult]) -> None:
+    system = node_group(run, SYSTEM_POOL)
+    assert system["instanceTypes"] == ["m7i.2xlarge"]
+    assert system["labels"] == {SYSTEM_ROLE_LABEL: SYSTEM_ROLE}
+    assert system["scalingConfig"]["desiredSize"] == 2
+
+
+def test_launch_templates_have_one_efa_per_network_card(run: OfflineRun[CloudResult]) -> None:
+    p5 = load_catalog().machines["p5.48xlarge"]
+    assert p5.network_cards == p5.efa_interfaces == 32
+    [efa_sg] = [r for r in run.of_type(SECURITY_GROUP) if r.name == "slonk-aws-efa"]
+    for group in ("h100-a", "h100-b"):
+        nics = launch_template(run, group)["networkInterfaces"]
+        assert len(nics) == p5.network_cards
+        assert [n["networkCardIndex"] for n in nics] == list(range(32))
+        assert (nics[0]["deviceIndex"], nics[0]["interfaceType"]) == (0, "efa")
+        assert {(n["deviceIndex"], n["interfaceType"]) for n in nics[1:]} == {(1, "efa-only")}
+        groups = {tuple(n["securityGroups"]) for n in nics}
+        assert len(groups) == 1
+        [(cluster_sg, efa_sg_id)] = groups
+        assert cluster_sg == "sg-0cluster" and efa_sg_id.startswith("sg-")
+        assert all("subnetId" not in n for n in nics)
+    ingress = efa_sg.inputs["ingress"]
+    assert ingress == [{"fromPort": 0, "toPort": 0, "protocol": "-1", "self": True, "description": "EFA from itself"}]
+    egress = efa_sg.inputs["egress"]
+    assert {"fromPort": 0, "toPort": 0, "protocol": "-1", "self": True, "description": "EFA to itself"} in egress
+
+
+def test_launch_templates_are_free_of_what_eks_rejects(run: OfflineRun[CloudResult]) -> None:
+    templates = run.of_type(LAUNCH_TEMPLATE)
+    assert len(templates) == 2
+    for template in templates:
+        assert launch_template_violations(template.inputs) == [], template.name
+        assert template.inputs["metadataOptions"]["httpTokens"] == "required"
+
+
+def test_violation_check_catches_forbidden_keys() -> None:
+    bad = {
+        "iamInstanceProfile": {"name": "x"},
+        "instanceMarketOptions": {"marketType": "spot", "spotOptions": {"maxPrice": "1"}},
+        "hibernationOptions": {"configured": True},
+        "networkInterfaces": [{"subnet_id": "subnet-1", "deviceIndex": 0}],
+        "instance_initiated_shutdown_behavior": "terminate",
+    }
+    found = " ".join(launch_template_violations(bad))
+    for key in ("iamInstanceProfile", "marketType", "spotOptions", "hibernationOptions", "subnet_id", "shutdown"):
+        assert key in found, key
+
+
+def test_reservations_and_placement_groups(run: OfflineRun[CloudResult]) -> None:
+    block = launch_template(run, "h100-a")
+    assert block["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}
+    }
+    assert block["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert "placement" not in block  # the Capacity Block decides placement
+    [pg] = run.of_type(PLACEMENT_GROUP)
+    assert pg.name == "slonk-aws-placement-h100-b"
+    assert pg.inputs["strategy"] == "cluster"
+    spot = launch_template(run, "h100-b")
+    assert spot["placement"] == {"groupName": pg.name}  # the mock names it after the resource
+    assert "instanceMarketOptions" not in spot and "capacityReservationSpecification" not in spot
+
+
+def test_cluster_access_addons_and_plugins(run: OfflineRun[CloudResult]) -> None:
+    [cluster] = run.of_type("aws:eks/cluster:Cluster")
+    assert cluster.inputs["accessConfig"] == {
+        "authenticationMode": "API",
+        "bootstrapClusterCreatorAdminPermissions": False,
+    }
+    assert cluster.inputs["version"] == "1.33"
+    assert cluster.inputs["deletionProtection"] is True
+    entries = run.of_type("aws:eks/accessEntry:AccessEntry")
+    associations = run.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    assert sorted(e.inputs["principalArn"] for e in entries) == sorted(ADMINS)
+    assert len(associations) == len(ADMINS)
+    [provider] = run.of_type("pulumi:providers:kubernetes")
+    assert set(provider.dependencies) >= {a.urn for a in associations}
+    assert '"command": "aws"' in provider.inputs["kubeconfig"]
+    assert sorted(a.inputs["addonName"] for a in run.of_type(ADDON)) == sorted(
+        ["vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-efs-csi-driver", "aws-fsx-csi-driver"]
+    )
+    releases = {r.inputs["chart"]: r.inputs for r in run.of_type(RELEASE)}
+    assert sorted(releases) == ["aws-efa-k8s-device-plugin", "nvidia-device-plugin"]
+    efa = releases["aws-efa-k8s-device-plugin"]["values"]["supportedInstanceLabels"]
+    assert efa["values"] == ["p5.48xlarge"]
+
+
+def test_efs_and_fsx_are_protected_and_become_csi_volumes(run: OfflineRun[CloudResult], plan: ClusterPlan) -> None:
+    [efs] = run.of_type(EFS)
+    [fsx] = run.of_type(FSX)
+    for fs in (efs, fsx):
+        assert fs.protect and fs.retain_on_delete, fs.name
+    assert efs.inputs["encrypted"] is True and efs.inputs["throughputMode"] == "elastic"
+    assert len(run.of_type(MOUNT_TARGET)) == len(plan.declaration.aws.subnet_ids if plan.declaration.aws else [])
+    assert fsx.inputs["subnetIds"] == "subnet-0aaaaaaaaaaaaaaaa"
+    assert fsx.inputs["deploymentType"] == "PERSISTENT_2"
+    assert fsx.inputs["storageCapacity"] == 38400
+    assert fsx.inputs["metadataConfiguration"] == {"mode": "AUTOMATIC"}
+    [storage_sg] = [r for r in run.of_type(SECURITY_GROUP) if r.name == "slonk-aws-storage"]
+    ports = {(rule["fromPort"], rule["toPort"]) for rule in storage_sg.inputs["ingress"]}
+    assert ports == {(2049, 2049), (988, 988), (1018, 1023)}
+    assert all(rule["cidrBlocks"] == [FAKE_VPC_CIDR] for rule in storage_sg.inputs["ingress"])
+    home, scratch = run.resolved["home"], run.resolved["scratch"]
+    assert home == {"csi": {"driver": "efs.csi.aws.com", "volumeHandle": home["csi"]["volumeHandle"]}}
+    assert home["csi"]["volumeHandle"].startswith("fs-")
+    assert scratch["csi"]["driver"] == "fsx.csi.aws.com"
+    assert scratch["csi"]["volumeAttributes"]["dnsname"].startswith("<known after deploy: ")
+    assert scratch["csi"]["volumeAttributes"]["mountname"].startswith("<known after deploy: ")
+    assert len(run.value.volumes["home"].depends_on) == 1 + len(run.of_type(MOUNT_TARGET))
+
+
+@pytest.mark.parametrize(
+    ("deployment", "asked", "expected"),
+    [
+        ("PERSISTENT_2", 100, 1200),
+        ("PERSISTENT_2", 2000, 2400),
+        ("PERSISTENT_2", 2401, 4800),
+        ("PERSISTENT_2", 38400, 38400),
+        ("SCRATCH_1", 2401, 3600),
+        ("SCRATCH_1", 3601, 7200),
+    ],
+)
+def test_fsx_capacity_rounds_up_to_what_fsx_accepts(deployment: str, asked: int, expected: int) -> None:
+    assert fsx_storage_capacity(deployment, asked) == expected
+
+
+def test_result_for_the_slurm_layer(run: OfflineRun[CloudResult], plan: ClusterPlan) -> None:
+    result = run.value
+    assert result.pin_to_pools is True
+    assert result.topology_labels == TOPOLOGY_LABELS
+    assert sorted(result.node_pools) == sorted(g.name for g in plan.groups)
+    assert sorted(result.volumes) == ["home", "scratch"]
+
+
+def test_existing_cluster_gets_node_groups_only() -> None:
+    raw = raw_aws()
+    raw["kubernetes"] = {"create": False, "kubeconfig": "kubeconfig.yaml", "namespace": "slurm"}
+    raw["aws"]["nodeRoleArn"] = "arn:aws:iam::123456789012:role/eks-nodes"
+    plan = build_plan(raw)
+    run = run_offline(lambda: AwsInfrastructure("existing", plan).result)
+    assert not run.of_type("aws:eks/cluster:Cluster")
+    assert not run.of_type(ADDON) and not run.of_type(RELEASE) and not run.of_type("aws:iam/role:Role")
+    inputs = run.named("existing-nodegroup-h100-b").inputs
+    assert inputs["clusterName"] == "slonk-aws"
+    assert inputs["nodeRoleArn"] == "arn:aws:iam::123456789012:role/eks-nodes"
+    nics = run.named("existing-lt-h100-b").inputs["networkInterfaces"]
+    assert nics[0]["securityGroups"][0] == "sg-0existing"
+
+
+def count_by_type(regs: list[Registration]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in regs:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    return counts
+
+
+def test_resource_count_does_not_depend_on_node_count() -> None:
+    small = deploy(build_plan(with_nodes(raw_aws(), 4)))
+    large = deploy(build_plan(with_nodes(raw_aws(), 4096)))
+    assert count_by_type(small.registrations) == count_by_type(large.registrations)
+    assert node_group(large, "h100-a")["scalingConfig"]["maxSize"] == 4096
+
+
+def test_node_groups_and_storage_do_not_wait_for_each_other(run: OfflineRun[CloudResult]) -> None:
+    groups = {r.urn for r in run.of_type(NODE_GROUP)}
+    storage = {r.urn for r in run.of_type(EFS) + run.of_type(FSX) + run.of_type(MOUNT_TARGET)}
+    for reg in run.of_type(NODE_GROUP):
+        assert not set(reg.dependencies) & (groups | storage), reg.name
+    for reg in run.of_type(EFS) + run.of_type(FSX):
+        assert not set(reg.dependencies) & (groups | storage), reg.name
+
+
+def test_no_duplicate_urns_and_no_stringified_outputs(run: OfflineRun[CloudResult]) -> None:
+    assert run.duplicate_urns() == []
+    assert run.output_leaks() == []

@@ -1,0 +1,268 @@
+"""The GKE adapter under Pulumi mocks (preview=False, so every apply runs)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pulumi
+import pytest
+
+from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
+from slonk_infra.catalog import load_catalog, topology_chips
+from slonk_infra.clouds import deploy_cloud
+from slonk_infra.clouds.common import SYSTEM_POOL
+from slonk_infra.clouds.gcp import TOKEN, TOPOLOGY_LABELS, GcpInfrastructure, filestore_share
+from slonk_infra.offline import OfflineRun, Registration, run_offline
+from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.stacks import load_declaration
+
+NODE_POOL = "gcp:container/nodePool:NodePool"
+CLUSTER = "gcp:container/cluster:Cluster"
+FILESTORE = "gcp:filestore/instance:Instance"
+RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+
+# Importing pulumi_gcp.compute warns about deprecated resources this adapter does not use.
+pytestmark = pytest.mark.filterwarnings("ignore:.*has been deprecated in favor of:DeprecationWarning")
+
+
+def raw_gcp() -> dict[str, Any]:
+    return copy.deepcopy(load_declaration("gcp"))
+
+
+def with_nodes(raw: dict[str, Any], nodes: int) -> dict[str, Any]:
+    out = copy.deepcopy(raw)
+    for pool in out["pools"]:
+        pool["nodes"] = nodes
+        pool.pop("maxNodes", None)
+    return out
+
+
+def resolve_result(result: CloudResult) -> dict[str, Any]:
+    return {name: dict(vol.pv_source) for name, vol in result.volumes.items()}
+
+
+def deploy(plan: ClusterPlan) -> OfflineRun[CloudResult]:
+    return run_offline(lambda: deploy_cloud(plan), resolve_result)
+
+
+def pool(run: OfflineRun[Any], group: str) -> dict[str, Any]:
+    found = [r for r in run.of_type(NODE_POOL) if r.inputs.get("name") == group]
+    assert len(found) == 1, f"{len(found)} node pools named {group}"
+    return found[0].inputs
+
+
+@pytest.fixture(scope="module")
+def plan() -> ClusterPlan:
+    return build_plan(raw_gcp())
+
+
+@pytest.fixture(scope="module")
+def run(plan: ClusterPlan) -> OfflineRun[CloudResult]:
+    return deploy(plan)
+
+
+def test_component_parents_and_names_every_child(run: OfflineRun[CloudResult]) -> None:
+    [component] = run.of_type(TOKEN)
+    children = [r for r in run.registrations if r is not component]
+    assert children
+    for child in children:
+        assert child.parent == component.urn, child.name
+        assert child.name.startswith(f"{component.name}-"), child.name
+
+
+def test_one_node_pool_per_group_plus_system(run: OfflineRun[CloudResult], plan: ClusterPlan) -> None:
+    names = sorted(r.inputs["name"] for r in run.of_type(NODE_POOL))
+    assert names == sorted([g.name for g in plan.groups] + [SYSTEM_POOL])
+
+
+def test_gpu_pools_carry_machine_accelerators_taints_labels_counts(
+    run: OfflineRun[CloudResult], plan: ClusterPlan
+) -> None:
+    gpu_groups = [g for g in plan.groups if g.kind == "gpu"]
+    assert gpu_groups
+    for group in gpu_groups:
+        inputs = pool(run, group.name)
+        config = inputs["nodeConfig"]
+        assert group.machine.accelerator is not None and group.machine.label is not None
+        assert config["machineType"] == group.machine.name == "a3-megagpu-8g"
+        assert config["guestAccelerators"] == [
+            {
+                "type": group.machine.label.value,
+                "count": group.machine.accelerator.count,
+                "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"},
+            }
+        ]
+        assert config["taints"] == [{"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}]
+        assert config["labels"] == group.node_labels
+        assert config["spot"] is group.spot
+        assert config["gvnic"] == {"enabled": True}
+        assert config["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+        assert inputs["nodeCount"] == group.replicas
+        assert inputs["nodeLocations"] == [plan.declaration.zone]
+        assert group.machine.gpu_nics > 0
+        assert inputs["networkConfig"] == {"acceleratorNetworkProfile": "auto"}
+        assert inputs["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
+
+
+def test_reserved_pool_uses_reservation_and_unreserved_pool_is_compact(run: OfflineRun[CloudResult]) -> None:
+    reserved = pool(run, "h100-a")
+    assert reserved["nodeConfig"]["reservationAffinity"] == {
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": ["h100-reservation-a"],
+    }
+    assert "placementPolicy" not in reserved
+    spot = pool(run, "h100-b")
+    assert "reservationAffinity" not in spot["nodeConfig"]
+    assert spot["placementPolicy"] == {"type": "COMPACT"}
+
+
+def test_cpu_pool_has_no_accelerator_or_placement(run: OfflineRun[CloudResult]) -> None:
+    cpu = pool(run, "cpu")
+    assert cpu["nodeConfig"]["machineType"] == "n2-standard-16"
+    assert "guestAccelerators" not in cpu["nodeConfig"]
+    assert "placementPolicy" not in cpu
+    assert "networkConfig" not in cpu
+    assert cpu["nodeCount"] == 2
+
+
+def test_tpu_slices_are_pools_of_chips_over_four_with_topology(run: OfflineRun[CloudResult], plan: ClusterPlan) -> None:
+    slices = [g for g in plan.groups if g.kind == "tpu"]
+    assert [g.name for g in slices] == ["v5p-0", "v5p-1"]
+    for group in slices:
+        assert group.tpu_topology is not None
+        inputs = pool(run, group.name)
+        assert inputs["nodeCount"] == topology_chips(group.tpu_topology) // 4 == 16
+        assert inputs["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "4x4x4"}
+        config = inputs["nodeConfig"]
+        assert config["machineType"] == "ct5p-hightpu-4t"
+        assert {"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"} in config["taints"]
+        assert "guestAccelerators" not in config
+        assert "upgradeSettings" not in inputs
+
+
+def test_single_host_slice_has_no_placement_and_tpu7x_gets_a_workload_policy() -> None:
+    raw = raw_gcp()
+    raw["tpuSlices"] = [
+        {"name": "v5e", "generation": "v5e", "topology": "2x2"},
+        {"name": "ir", "generation": "tpu7x", "topology": "4x4x4"},
+    ]
+    plan = build_plan(raw)
+    assert load_catalog().tpus["tpu7x"].workload_policy
+    run = deploy(plan)
+    single = pool(run, "v5e-0")
+    assert single["nodeCount"] == 1
+    assert "placementPolicy" not in single
+    [policy] = run.of_type(RESOURCE_POLICY)
+    assert policy.inputs["workloadPolicy"] == {"type": "HIGH_THROUGHPUT", "acceleratorTopology": "4x4x4"}
+    assert policy.inputs["region"] == plan.declaration.region
+    ironwood = pool(run, "ir-0")
+    assert ironwood["nodeCount"] == 16
+    assert ironwood["placementPolicy"]["policyName"] == policy.name  # the mock names it after the resource
+    assert ironwood["placementPolicy"]["tpuTopology"] == "4x4x4"
+    assert ironwood["nodeConfig"]["diskType"] == "hyperdisk-balanced"
+
+
+def test_system_pool_is_labelled_for_controller_and_login(run: OfflineRun[CloudResult]) -> None:
+    system = pool(run, SYSTEM_POOL)
+    assert system["nodeCount"] == 2
+    assert system["nodeConfig"]["machineType"] == "n2-standard-8"
+    assert system["nodeConfig"]["labels"] == {SYSTEM_ROLE_LABEL: SYSTEM_ROLE}
+    assert "taints" not in system["nodeConfig"]
+
+
+def test_cluster_is_ai_ready_and_protected(run: OfflineRun[CloudResult], plan: ClusterPlan) -> None:
+    [cluster] = run.of_type(CLUSTER)
+    inputs = cluster.inputs
+    assert inputs["removeDefaultNodePool"] is True
+    assert inputs["deletionProtection"] is True
+    assert inputs["workloadIdentityConfig"] == {"workloadPool": "my-ml-project.svc.id.goog"}
+    assert inputs["datapathProvider"] == "ADVANCED_DATAPATH"
+    assert inputs["releaseChannel"] == {"channel": "REGULAR"}
+    assert inputs["addonsConfig"]["gcpFilestoreCsiDriverConfig"] == {"enabled": True}
+    assert inputs["addonsConfig"]["gcePersistentDiskCsiDriverConfig"] == {"enabled": True}
+    assert inputs["enableMultiNetworking"] is True
+    assert inputs["location"] == plan.declaration.region
+
+
+def test_kubeconfig_uses_the_gke_auth_plugin(run: OfflineRun[CloudResult]) -> None:
+    [provider] = run.of_type("pulumi:providers:kubernetes")
+    kubeconfig = provider.inputs["kubeconfig"]
+    assert '"command": "gke-gcloud-auth-plugin"' in kubeconfig
+    assert '"server": "https://<known after deploy: slonk-gcp-cluster.endpoint>"' in kubeconfig
+
+
+def test_filestore_is_protected_and_becomes_a_csi_volume(run: OfflineRun[CloudResult]) -> None:
+    [instance] = run.of_type(FILESTORE)
+    assert instance.protect and instance.retain_on_delete
+    inputs = instance.inputs
+    assert inputs["deletionProtectionEnabled"] is True
+    assert inputs["tier"] == "ZONAL"
+    assert inputs["protocol"] == "NFS_V4_1"
+    assert inputs["location"] == "us-central1-a"
+    assert inputs["fileShares"] == {"name": "home", "capacityGb": 10240}
+    assert inputs["networks"][0]["network"] == "default"
+    ip_placeholder = f"<known after deploy: {instance.name}.networks[0].ipAddresses[0]>"
+    assert run.resolved["home"] == {
+        "csi": {
+            "driver": "filestore.csi.storage.gke.io",
+            "volumeHandle": "modeInstance/us-central1-a/slonk-gcp-home/home",
+            "volumeAttributes": {"ip": ip_placeholder, "volume": "home", "fileProtocol": "NFS_V4_1"},
+        }
+    }
+    assert filestore_share("scratch-data") == "scratch_data"
+
+
+def test_result_for_the_slurm_layer(run: OfflineRun[CloudResult], plan: ClusterPlan) -> None:
+    result = run.value
+    assert isinstance(result.provider, pulumi.ProviderResource)
+    assert result.pin_to_pools is True
+    assert result.topology_labels == TOPOLOGY_LABELS
+    assert sorted(result.node_pools) == sorted(g.name for g in plan.groups)
+    assert sorted(result.volumes) == ["home"]
+    assert result.volumes["home"].depends_on
+
+
+def test_existing_cluster_gets_pools_but_no_cluster() -> None:
+    raw = raw_gcp()
+    raw["kubernetes"] = {"create": False, "context": "gke_prod", "namespace": "slurm"}
+    plan = build_plan(raw)
+    run = run_offline(lambda: GcpInfrastructure("existing", plan).result)
+    assert not run.of_type(CLUSTER)
+    assert pool(run, "h100-a")["cluster"] == "projects/my-ml-project/locations/us-central1/clusters/slonk-gcp"
+    [provider] = run.of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["context"] == "gke_prod"
+
+
+def count_by_type(regs: list[Registration]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in regs:
+        counts[r.type] = counts.get(r.type, 0) + 1
+    return counts
+
+
+def test_resource_count_does_not_depend_on_node_count() -> None:
+    small = deploy(build_plan(with_nodes(raw_gcp(), 4)))
+    large = deploy(build_plan(with_nodes(raw_gcp(), 4096)))
+    assert count_by_type(small.registrations) == count_by_type(large.registrations)
+    assert pool(large, "h100-a")["nodeCount"] == 4096
+
+
+def test_pools_and_storage_do_not_wait_for_each_other(run: OfflineRun[CloudResult]) -> None:
+    [cluster] = run.of_type(CLUSTER)
+    for node_pool in run.of_type(NODE_POOL):
+        assert set(node_pool.dependencies) <= {cluster.urn}, node_pool.name
+    for instance in run.of_type(FILESTORE):
+        assert instance.dependencies == (), instance.name
+
+
+def test_no_duplicate_urns_and_no_stringified_outputs(run: OfflineRun[CloudResult]) -> None:
+    assert run.duplicate_urns() == []
+    assert run.output_leaks() == []
+
+
+def test_plan_for_another_cloud_is_rejected() -> None:
+    plan = build_plan(load_declaration("local"))
+    with pytest.raises(ValueError, match="gcp declaration"):
+        run_offline(lambda: GcpInfrastructure("wrong", plan))

@@ -1,0 +1,183 @@
+"""Rendered Slurm files, started in real slurmctld / slurmd (22.05 on the host, 26.05 in a chroot).
+
+What runs is exactly what ``render_slurm_files`` produces, plus the harness's documented localhost
+overrides (tests/slurmlab/README.md). Each flavor gets one lab for the whole scenario.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.slurm import render_slurm_files
+from slonk_infra.stacks import load_declaration
+from tests.slurmlab import SlurmLab, check_rejected, require_flavor
+
+# flavor -> (image Slurm version, topology style) the scenario declares
+FLAVORS = {"host": ("22.05", "tree"), "chroot": ("25.05", "yaml")}
+
+
+def small_declaration(slurm_version: str, topology: str) -> dict[str, Any]:
+    """Two GPU pools (2 L4 and 8 H100 per node), one 2-host TPU slice, a spare FUTURE record."""
+    raw: dict[str, Any] = copy.deepcopy(load_declaration("gcp"))
+    raw["image"]["slurmVersion"] = slurm_version
+    raw["pools"] = [
+        {"name": "l4", "kind": "gpu", "accelerator": {"type": "l4", "count": 2}, "nodes": 2, "maxNodes": 3},
+        {"name": "h100", "kind": "gpu", "accelerator": {"type": "h100", "count": 8}, "nodes": 2},
+    ]
+    raw["tpuSlices"] = [{"name": "v6e", "generation": "v6e", "topology": "2x4"}]
+    raw["slurm"] = {"topology": topology}
+    return raw
+
+
+def conf_files(plan: ClusterPlan) -> dict[str, str]:
+    return render_slurm_files(plan).all()
+
+
+@pytest.fixture(scope="module", params=sorted(FLAVORS))
+def lab(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[SlurmLab, ClusterPlan]]:
+    flavor = request.param
+    require_flavor(flavor)
+    plan = build_plan(small_declaration(*FLAVORS[flavor]))
+    started = [n for g in plan.groups for n in g.node_names[: g.replicas]]
+    with SlurmLab(conf_files(plan), flavor, tmp_path_factory.mktemp(f"lab-{flavor}"), initial_nodes=started) as lab:
+        yield lab, plan
+
+
+def show(lab: SlurmLab, *args: str) -> str:
+    return lab.run(["scontrol", "show", *args], check=True).stdout
+
+
+def test_nodes_partitions_gres_and_features_match_the_declaration(lab: tuple[SlurmLab, ClusterPlan]) -> None:
+    slurm, plan = lab
+    visible = set(slurm.run(["sinfo", "-h", "-N", "-o", "%N"], check=True).stdout.split())
+    running = {n for g in plan.groups for n in g.node_names[: g.replicas]}
+    # The spare record l4-2 exists (maxNodes 3) but stays FUTURE: hidden, never contacted.
+    assert visible == running
+    assert "l4-2" not in visible
+    parts = set(slurm.run(["sinfo", "-h", "-o", "%R"], check=True).stdout.split())
+    assert parts == {p.name for p in plan.partitions}
+    assert "general*" in slurm.run(["sinfo", "-h", "-o", "%P"], check=True).stdout.split()
+    for g in plan.groups:
+        node = show(slurm, "node", g.node_names[0])
+        assert f"Gres={g.gres}" in node, node
+        features = re.search(r"AvailableFeatures=(\S+)", node)
+        assert features and set(features.group(1).split(",")) == set(g.features)
+        assert f"RealMemory={g.shape.real_memory_mib}" in node
+
+
+def test_topology_matches_the_groups(lab: tuple[SlurmLab, ClusterPlan]) -> None:
+    slurm, plan = lab
+    topo = show(slurm, "topology")
+    for g in plan.groups:
+        assert re.search(rf"SwitchName=sw-{g.name} .*Nodes={re.escape(g.hostlist)}", topo), topo
+    assert "SwitchName=root" in topo
+    if plan.declaration.slurm.topology == "yaml":
+        blocks = show(slurm, "topology", "blocks")
+        assert "BlockName=bl-v6e-0" in blocks and "Nodes=v6e-0-[0-1]" in blocks, blocks
+        assert "Topology=blocks" in show(slurm, "partition", "tpu-v6e")
+
+
+def test_gpu_batch_job_gets_its_gpus(lab: tuple[SlurmLab, ClusterPlan]) -> None:
+    slurm, _ = lab
+    job = slurm.sbatch(
+        'echo "cvd=$CUDA_VISIBLE_DEVICES node=$(hostname)" > gpujob.out\n', "--gres=gpu:l4:2", "-p", "l4"
+    )
+    slurm.wait_job(job, timeout=60)
+    out = slurm.run(["cat", "gpujob.out"], check=True).stdout
+    assert "cvd=0,1" in out
+
+
+def test_srun_across_nodes_and_switch_constraint(lab: tuple[SlurmLab, ClusterPlan]) -> None:
+    slurm, _ = lab
+    hosts = slurm.run(
+        ["srun", "-N", "4", "-p", "general", "printenv", "SLURMD_NODENAME"], check=True, timeout=60
+    ).stdout.split()
+    assert len(set(hosts)) == 4
+    for _ in range(3):
+        pair = slurm.run(
+            ["srun", "-N", "2", "--switches=1", "-p", "general", "printenv", "SLURMD_NODENAME"], check=True, timeout=60
+        ).stdout.split()
+        assert len(set(pair)) == 2
+        groups = {n.rsplit("-", 1)[0] for n in pair}
+        assert len(groups) == 1, f"--switches=1 spread over {pair}"
+
+
+def test_tpu_count_only_gres(lab: tuple[SlurmLab, ClusterPlan]) -> None:
+    slurm, _ = lab
+    out = slurm.run(
+        ["srun", "-N", "2", "--gres=tpu:v6e:4", "-p", "tpu-v6e", "printenv", "SLURMD_NODENAME"], check=True, timeout=60
+    ).stdout.split()
+    assert sorted(out) == ["v6e-0-0", "v6e-0-1"]
+
+
+def test_scale_down_and_up_changes_no_config(lab: tuple[SlurmLab, ClusterPlan]) -> None:
+    slurm, _ = lab
+    before = slurm.slurm_conf
+    # What the worker's preStop hook does (drain.sh), then the pod is gone.
+    slurm.run(["scontrol", "update", "NodeName=h100-1", "State=DRAIN", "Reason=pod terminating"], check=True)
+    slurm.stop_slurmd("h100-1")
+    slurm.run(["scontrol", "update", "NodeName=h100-1", "State=FUTURE"], check=True)
+    visible = slurm.run(["sinfo", "-h", "-N", "-o", "%N"], check=True).stdout.split()
+    assert "h100-1" not in visible, "a scaled-down node must leave no record in sinfo"
+    # Scale up: a new pod's slurmd registers and the FUTURE record becomes usable, spare records too.
+    slurm.start_slurmd("h100-1")
+    slurm.start_slurmd("l4-2")
+    states = slurm.node_states()
+    assert SlurmLab.is_idle(states["h100-1"][0]) and SlurmLab.is_idle(states["l4-2"][0]), states
+    assert slurm.slurm_conf == before
+
+
+def test_jobs_survive_a_controller_restart(lab: tuple[SlurmLab, ClusterPlan]) -> None:
+    slurm, _ = lab
+    running = slurm.sbatch("sleep 30\n", "-p", "h100", "-N", "2", "--exclusive")
+    deadline = time.monotonic() + 30
+    while "JobState=RUNNING" not in show(slurm, "job", str(running)):
+        assert time.monotonic() < deadline, show(slurm, "job", str(running))
+        time.sleep(0.5)
+    queued = slurm.sbatch("true\n", "-p", "h100", "-N", "2", "--exclusive")
+    assert "JobState=PENDING" in show(slurm, "job", str(queued))
+    slurm.restart_controller(wait=False)
+    # What each worker's entrypoint does every 30 s (rejoin.sh): a node slurmctld no longer lists
+    # gets its slurmd re-registered with SIGHUP. 22.05 needs this for idle nodes; 26.05 does not.
+    rejoin = str(slurm.conf_dir / "scripts" / "rejoin.sh")
+    for name in slurm._running_nodes():
+        if slurm.run(["sh", rejoin, name]).stdout.strip() == "rejoin":
+            slurm.signal_slurmd(name, signal.SIGHUP)
+    slurm.wait_nodes(busy_ok=True)
+    assert "JobState=RUNNING" in show(slurm, "job", str(running))
+    assert re.search(r"JobState=(PENDING|RUNNING|COMPLETED)", show(slurm, "job", str(queued)))
+    slurm.run(["scancel", str(running)], check=True)
+    slurm.wait_job(queued, timeout=60)
+
+
+@pytest.mark.parametrize("flavor", sorted(FLAVORS))
+@pytest.mark.parametrize("stack", ["local", "gcp", "aws"])
+def test_shipped_stacks_are_accepted_by_slurmctld(flavor: str, stack: str, tmp_path: Path) -> None:
+    require_flavor(flavor)  # type: ignore[arg-type]
+    raw: dict[str, Any] = copy.deepcopy(load_declaration(stack))
+    version, topology = FLAVORS[flavor]
+    if flavor == "host":
+        raw["image"]["slurmVersion"], raw.setdefault("slurm", {})["topology"] = version, topology
+    rc, output = check_rejected(conf_files(build_plan(raw)), flavor, tmp_path / "ctld")  # type: ignore[arg-type]
+    assert rc == 124, f"slurmctld rejected the {stack} config (rc {rc}):\n{output}"
+
+
+@pytest.mark.parametrize("flavor", sorted(FLAVORS))
+def test_a_broken_file_is_rejected(flavor: str, tmp_path: Path) -> None:
+    require_flavor(flavor)  # type: ignore[arg-type]
+    files = conf_files(build_plan(small_declaration(*FLAVORS[flavor])))
+    files["slurm.conf"] = files["slurm.conf"].replace("SelectType=", "SelectTyp=")
+    rc, output = check_rejected(files, flavor, tmp_path / "bad")  # type: ignore[arg-type]
+    assert rc not in (0, 124)
+    assert "SelectTyp" in output
