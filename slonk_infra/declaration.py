@@ -136,8 +136,8 @@ class PoolSpec(Model):
             raise ValueError("a cpu pool cannot request an accelerator; use kind: gpu")
         if self.kind == "gpu" and self.accelerator is None and self.machine_type is None:
             raise ValueError("a gpu pool needs accelerator {type, count} or machineType")
-        if self.kind == "cpu" and self.machine_type is None:
-            raise ValueError("a cpu pool needs machineType")
+        if self.kind == "cpu" and self.machine_type is None and not self.machine_types:
+            raise ValueError("a cpu pool needs machineType (or machineTypes per cloud)")
         return self
 
     @property

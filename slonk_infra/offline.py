@@ -27,6 +27,7 @@ T = TypeVar("T")
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n").decode()
 FAKE_VPC_CIDR = "10.0.0.0/16"
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's wire sentinel for an unknown value
+FAKE_RANDOM_B64 = base64.b64encode(b"offline-mock-random-bytes-not-a-real-key").decode()
 SECRET_PLACEHOLDER = "<secret: kept in Pulumi state as a secret and in the cluster as a Secret>"
 
 
@@ -100,8 +101,9 @@ class FakeClouds(Mocks):
         elif typ == "kubernetes:core/v1:Service":
             state["spec"] = {**state.get("spec", {}), "clusterIP": after_deploy(f"Service {args.name} .spec.clusterIP")}
         elif typ == "random:index/randomBytes:RandomBytes":
-            state["base64"] = SECRET_PLACEHOLDER
-            state["hex"] = SECRET_PLACEHOLDER
+            # Recognisable fake bytes, so tests can trace where key material flows.
+            state["base64"] = FAKE_RANDOM_B64
+            state["hex"] = FAKE_RANDOM_B64.encode().hex()
         elif typ == "aws:ec2/placementGroup:PlacementGroup":
             rid = state["name"]
         return rid, state

@@ -284,7 +284,12 @@ class _Checker:
                 return None
             return machine
         acc = pool.accelerator
-        assert acc is not None  # PoolSpec guarantees a gpu pool has one of the two
+        if acc is None:
+            self.add(
+                f"{path}.machineTypes",
+                f"no machine type for {cloud}; machineTypes names: {', '.join(pool.machine_types) or '(none)'}",
+            )
+            return None
         if acc.type not in self.catalog.accelerator_types():
             self.add(f"{path}.accelerator.type", choice(acc.type, self.catalog.accelerator_types(), "GPU type"))
             return None

@@ -33,18 +33,20 @@ WORKER_GRACE_SECONDS = 300
 TPU_SLICE_LABELS = ("cloud.google.com/gke-tpu-accelerator", "cloud.google.com/gke-tpu-topology")
 
 
-@dataclass(frozen=True)
-class ClusterIPOf:
+class ClusterIPOf(str):
     """Placeholder for the ClusterIP of a Service of this layer (an in-cluster NFS server's address).
 
     Kubelet mounts NFS on the node, where cluster DNS names do not resolve, so the PersistentVolume
-    needs the Service's IP; the Pulumi component resolves this to the Service's output.
+    needs the Service's IP. As text it is a marked placeholder; the Pulumi component replaces it with
+    the Service's output.
     """
 
     service: str
 
-    def __str__(self) -> str:
-        return f"<ClusterIP of Service {self.service}: known after deploy>"
+    def __new__(cls, service: str) -> ClusterIPOf:
+        obj = super().__new__(cls, f"<known after deploy: ClusterIP of Service {service}>")
+        obj.service = service
+        return obj
 
 
 @dataclass(frozen=True)
@@ -542,6 +544,7 @@ def worker_statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs
         "automountServiceAccountToken": False,
         "priorityClassName": f"{plan.namespace}-slurm-worker",
         "terminationGracePeriodSeconds": WORKER_GRACE_SECONDS,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
         "dnsConfig": {"searches": [naming.workers_domain(plan.namespace)]},
         "tolerations": tolerations(group),
         "initContainers": [munged_sidecar(image)],
@@ -687,6 +690,7 @@ def nfs_server(plan: ClusterPlan, vol: StorageSpec, image: str) -> list[Obj]:
                     "metadata": {"labels": {**labels("nfs"), "slonk.dev/volume": vol.name}},
                     "spec": {
                         "automountServiceAccountToken": False,
+                        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                         "containers": [
                             {
                                 "name": "nfs",
@@ -696,7 +700,10 @@ def nfs_server(plan: ClusterPlan, vol: StorageSpec, image: str) -> list[Obj]:
                                 # Privileged because the kernel NFS server (nfsd) is configured through
                                 # /proc/fs/nfsd, which only a privileged container may mount and write.
                                 "securityContext": {"privileged": True, "seccompProfile": {"type": "RuntimeDefault"}},
-                                "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}},
+                                "resources": {
+                                    "requests": {"cpu": "250m", "memory": "512Mi"},
+                                    "limits": {"cpu": "2", "memory": "2Gi"},
+                                },
                                 "readinessProbe": {"tcpSocket": {"port": 2049}, "periodSeconds": 10},
                                 "livenessProbe": {"tcpSocket": {"port": 2049}, "periodSeconds": 30},
                                 "volumeMounts": [
