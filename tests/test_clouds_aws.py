@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
 
 from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
 from slonk_infra.catalog import load_catalog
-from slonk_infra.clouds import deploy_cloud
 from slonk_infra.clouds.aws import (
     TOKEN,
     TOPOLOGY_LABELS,
@@ -20,7 +18,7 @@ from slonk_infra.clouds.aws import (
 from slonk_infra.clouds.common import SYSTEM_POOL
 from slonk_infra.offline import FAKE_VPC_CIDR, OfflineRun, Registration, run_offline
 from slonk_infra.plan import ClusterPlan, build_plan
-from slonk_infra.stacks import load_declaration
+from tests.support import declaration, deploy, with_nodes
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -37,23 +35,7 @@ ADMINS = ["arn:aws:iam::123456789012:role/platform-admins", "arn:aws:iam::123456
 
 
 def raw_aws() -> dict[str, Any]:
-    return copy.deepcopy(load_declaration("aws"))
-
-
-def with_nodes(raw: dict[str, Any], nodes: int) -> dict[str, Any]:
-    out = copy.deepcopy(raw)
-    for pool in out["pools"]:
-        pool["nodes"] = nodes
-        pool.pop("maxNodes", None)
-    return out
-
-
-def resolve_result(result: CloudResult) -> dict[str, Any]:
-    return {name: dict(vol.pv_source) for name, vol in result.volumes.items()}
-
-
-def deploy(plan: ClusterPlan) -> OfflineRun[CloudResult]:
-    return run_offline(lambda: deploy_cloud(plan), resolve_result)
+    return declaration("aws")
 
 
 def node_group(run: OfflineRun[Any], group: str) -> dict[str, Any]:

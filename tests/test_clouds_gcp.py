@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pulumi
@@ -10,12 +9,12 @@ import pytest
 
 from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
 from slonk_infra.catalog import load_catalog, topology_chips
-from slonk_infra.clouds import deploy_cloud
 from slonk_infra.clouds.common import SYSTEM_POOL
 from slonk_infra.clouds.gcp import TOKEN, TOPOLOGY_LABELS, GcpInfrastructure, filestore_share
 from slonk_infra.offline import OfflineRun, Registration, run_offline
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.stacks import load_declaration
+from tests.support import declaration, deploy, with_nodes
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -27,23 +26,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*has been deprecated in favor o
 
 
 def raw_gcp() -> dict[str, Any]:
-    return copy.deepcopy(load_declaration("gcp"))
-
-
-def with_nodes(raw: dict[str, Any], nodes: int) -> dict[str, Any]:
-    out = copy.deepcopy(raw)
-    for pool in out["pools"]:
-        pool["nodes"] = nodes
-        pool.pop("maxNodes", None)
-    return out
-
-
-def resolve_result(result: CloudResult) -> dict[str, Any]:
-    return {name: dict(vol.pv_source) for name, vol in result.volumes.items()}
-
-
-def deploy(plan: ClusterPlan) -> OfflineRun[CloudResult]:
-    return run_offline(lambda: deploy_cloud(plan), resolve_result)
+    return declaration("gcp")
 
 
 def pool(run: OfflineRun[Any], group: str) -> dict[str, Any]:

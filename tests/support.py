@@ -1,0 +1,36 @@
+"""Helpers shared by the tests: declarations resized, the cloud layer run under the mock runtime."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from slonk_infra.binding import CloudResult
+from slonk_infra.clouds import deploy_cloud
+from slonk_infra.offline import OfflineRun, run_offline
+from slonk_infra.plan import ClusterPlan
+from slonk_infra.stacks import load_declaration
+
+
+def declaration(stack: str) -> dict[str, Any]:
+    """A private copy of a shipped stack's raw declaration."""
+    return copy.deepcopy(load_declaration(stack))
+
+
+def with_nodes(raw: dict[str, Any], nodes: int) -> dict[str, Any]:
+    """The declaration with every pool resized to ``nodes`` nodes (and as many Slurm records)."""
+    out = copy.deepcopy(raw)
+    for pool in out["pools"]:
+        pool["nodes"] = nodes
+        pool.pop("maxNodes", None)
+    return out
+
+
+def resolve_result(result: CloudResult) -> dict[str, Any]:
+    """The volume sources of a cloud result, resolved (they may hold Outputs)."""
+    return {name: dict(vol.pv_source) for name, vol in result.volumes.items()}
+
+
+def deploy(plan: ClusterPlan) -> OfflineRun[CloudResult]:
+    """Run the plan's cloud layer under the mock runtime."""
+    return run_offline(lambda: deploy_cloud(plan), resolve_result)
