@@ -181,3 +181,16 @@ def test_a_broken_file_is_rejected(flavor: str, tmp_path: Path) -> None:
     rc, output = check_rejected(files, flavor, tmp_path / "bad")  # type: ignore[arg-type]
     assert rc not in (0, 124)
     assert "SelectTyp" in output
+
+
+def test_block_topology_on_modern_slurm(tmp_path: Path) -> None:
+    """topology/block from topology.conf: TPU slices and pools as blocks, a 2-node job inside one block."""
+    require_flavor("chroot")
+    plan = build_plan(small_declaration("25.05", "block"))
+    started = [n for g in plan.groups for n in g.node_names[: g.replicas]]
+    with SlurmLab(conf_files(plan), "chroot", tmp_path / "block", initial_nodes=started) as slurm:
+        topo = show(slurm, "topology")
+        for g in plan.groups:
+            assert f"BlockName=bl-{g.name} " in topo, topo
+        pair = slurm.run(["srun", "-N", "2", "-p", "h100", "printenv", "SLURMD_NODENAME"], check=True, timeout=60)
+        assert sorted(pair.stdout.split()) == ["h100-0", "h100-1"]
