@@ -18,6 +18,7 @@ ALLOWED_MANIFEST_DIFFERENCES = {
     "spec.template.spec.containers[*].resources.requests.cpu": "machine-derived CPUs",
     "spec.template.spec.containers[*].resources.requests.memory": "machine-derived memory",
     "spec.csi": "storage source (Filestore vs EFS CSI volume)",
+    "metadata.annotations.slonk.dev/node-topology-labels": "each cloud's physical-topology node labels",
     "data.slurm.conf": "compared separately, line by line, below",
     "spec.template.metadata.annotations.slonk.dev/config-hash": "hash of slurm.conf, whose machine sizes differ",
 }

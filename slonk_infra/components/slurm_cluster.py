@@ -60,6 +60,7 @@ class SlurmCluster(pulumi.ComponentResource):
             pin_to_pools=cloud.pin_to_pools,
             volume_sources={k: {**v.pv_source} for k, v in cloud.volumes.items()},
             system_selector={SYSTEM_ROLE_LABEL: SYSTEM_ROLE} if cloud.pin_to_pools else {},
+            topology_labels=tuple(cloud.topology_labels),
         )
         manifests = build_manifests(plan, self.files, inputs)
         base = pulumi.ResourceOptions(parent=self, provider=cloud.provider)

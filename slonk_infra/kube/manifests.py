@@ -59,6 +59,8 @@ class KubeInputs:
     # storage name -> PersistentVolume source keys (csi / nfs, mountOptions); managed filesystems only
     volume_sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     system_selector: Mapping[str, str] = field(default_factory=dict)
+    # node labels carrying the cloud's physical topology (GKE block/subblock/host, EKS network layers)
+    topology_labels: tuple[str, ...] = ()
 
 
 def labels(component: str, **extra: str) -> dict[str, str]:
@@ -201,14 +203,21 @@ def rbac(plan: ClusterPlan) -> list[Obj]:
     ]
 
 
-def config_maps(plan: ClusterPlan, files: SlurmFiles) -> list[Obj]:
+TOPOLOGY_LABELS = "slonk.dev/node-topology-labels"
+
+
+def config_maps(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> list[Obj]:
     """Slurm config, topology and scripts. The munge key is never in a ConfigMap."""
     topo = {k: v for k, v in files.config.items() if k.startswith("topology")}
     rest = {k: v for k, v in files.config.items() if k not in topo}
     ns = plan.namespace
+    topo_meta = meta("slurm-topology", ns, "config")
+    if inputs.topology_labels:
+        # Recorded beside the static topology for tools that refine it from the nodes' physical placement.
+        topo_meta["annotations"] = {TOPOLOGY_LABELS: ",".join(inputs.topology_labels)}
     return [
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-config", ns, "config"), "data": rest},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta("slurm-topology", ns, "config"), "data": topo},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": topo_meta, "data": topo},
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
@@ -727,7 +736,7 @@ def build_manifests(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | N
         namespace(plan),
         *rbac(plan),
         *priority_classes(plan),
-        *config_maps(plan, files),
+        *config_maps(plan, files, inp),
         *secrets(plan, inp),
         *services(plan),
         *network_policies(plan),
