@@ -82,5 +82,34 @@ def render(stack: str, out: Path | None, stacks_dir: Path | None) -> None:
     )
 
 
+@main.command()
+@click.argument("stack")
+@click.option(
+    "--policy-config",
+    "policy_config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("policies/policy-config.json"),
+    show_default=True,
+    help="The shared policy configuration (the file `pulumi preview --policy-pack-config` reads).",
+)
+@STACKS_DIR
+def check(stack: str, policy_config: Path, stacks_dir: Path | None) -> None:
+    """Run the policy pack on STACK's program offline; exit 1 on any mandatory violation."""
+    from slonk_infra.policy.config import PolicyConfigError, load_policy_config
+    from slonk_infra.policy.runner import PolicyRunError, check_registrations, format_report
+    from slonk_infra.render import run_program
+
+    try:
+        config = load_policy_config(policy_config)
+        stack_config = load_stack_config(stack, stacks_dir)
+        build_plan(load_declaration(stack, stacks_dir))  # fail fast, with every problem listed
+        result = check_registrations(run_program(stack, stack_config).registrations, config)
+    except (DeclarationError, FileNotFoundError, KeyError, PolicyConfigError, PolicyRunError) as err:
+        _fail(err)
+        return
+    click.echo(format_report(stack, result, str(policy_config)))
+    sys.exit(1 if result.failed else 0)
+
+
 if __name__ == "__main__":
     main()

@@ -37,7 +37,11 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
     "Job": ("spec", "template", "spec"),
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
-CONTAINER_LISTS = (("initContainers", "init container"), ("containers", "container"), ("ephemeralContainers", "ephemeral container"))
+CONTAINER_LISTS = (
+    ("initContainers", "init container"),
+    ("containers", "container"),
+    ("ephemeralContainers", "ephemeral container"),
+)
 
 
 def is_map(value: Any) -> bool:
@@ -110,6 +114,9 @@ def kind_of(resource_type: str) -> str:
 def describe(resource_type: str, props: Any, name: str) -> str:
     """How a violation names a resource: ``StatefulSet slurm/h100-a`` or ``gcp NodePool h100-a``."""
     kind = kind_of(resource_type)
+    if resource_type.startswith("kubernetes:helm.sh/"):
+        release, namespace = known(props, "name", default=name), known(props, "namespace")
+        return f"Helm {kind} {namespace}/{release}" if isinstance(namespace, str) else f"Helm {kind} {release}"
     if kind:
         obj_name = known(props, "metadata", "name", default=name)
         namespace = known(props, "metadata", "namespace")
