@@ -20,8 +20,9 @@ CONTROLLER = "slurmctld"
 LOGIN = "login"
 WORKERS_SERVICE = "slurm-workers"
 ROOT_SWITCH = "root"
+SYSTEM_POOL = "slonk-system"  # the node pool / group the cloud layers create for controller and login
 # Names the Slurm layer uses for itself; a pool may not take them.
-RESERVED = frozenset({CONTROLLER, LOGIN, WORKERS_SERVICE, "slurmrestd", "slurmdbd", "default", "all"})
+RESERVED = frozenset({CONTROLLER, LOGIN, WORKERS_SERVICE, SYSTEM_POOL, "slurmrestd", "slurmdbd", "default", "all"})
 # StatefulSet pods carry controller-revision-hash=<sts>-<10 chars>, a 63-char label value.
 MAX_STATEFULSET = 52
 SLURM_FEATURE = re.compile(r"^[A-Za-z0-9_.-]+$")

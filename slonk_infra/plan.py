@@ -37,6 +37,11 @@ STORAGE_CLOUDS: dict[str, tuple[str, ...]] = {
     "nfs-server": ("gcp", "aws", "local"),
     "nfs-export": ("gcp", "aws", "local"),
 }
+# Service tiers a volume's ``tier`` may name (Filestore tiers; FSx for Lustre deployment types).
+STORAGE_TIERS: dict[str, tuple[str, ...]] = {
+    "filestore": ("BASIC_HDD", "BASIC_SSD", "HIGH_SCALE_SSD", "ZONAL", "REGIONAL", "ENTERPRISE", "STANDARD", "PREMIUM"),
+    "fsx-lustre": ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"),
+}
 GPU_TAINT = Taint(key="nvidia.com/gpu", value="present", effect="NoSchedule")
 TPU_TAINT = Taint(key="google.com/tpu", value="present", effect="NoSchedule")
 POOL_LABEL = "slonk.dev/pool"
@@ -393,6 +398,14 @@ class _Checker:
             names.add(vol.name)
             paths.add(vol.mount_path)
             self.check_capacity(i, vol)
+            if vol.tier is not None:
+                tiers = STORAGE_TIERS.get(vol.kind, ())
+                if not tiers:
+                    self.add(
+                        f"storage[{i}].tier", f"{vol.kind} has no tiers; tier applies to {', '.join(STORAGE_TIERS)}"
+                    )
+                elif vol.tier.upper() not in tiers:
+                    self.add(f"storage[{i}].tier", choice(vol.tier, tiers, f"{vol.kind} tier"))
         if "/home" not in paths:
             self.add("storage", "no volume mounts at /home; login and workers need a shared home")
 

@@ -226,6 +226,18 @@ CASES: list[tuple[str, Raw, str, list[str]]] = [
         ["no volume mounts at /home"],
     ),
     (
+        "unknown Filestore tier",
+        edit(gcp, lambda r: r["storage"][0].update(tier="ZONNAL")),
+        "storage[0].tier",
+        ["'ZONNAL' is not a known filestore tier", "did you mean 'ZONAL'"],
+    ),
+    (
+        "pool named like the system node pool",
+        edit(gcp, lambda r: pool(r, 2).update(name="slonk-system")),
+        "pools[2].name",
+        ["'slonk-system' is reserved"],
+    ),
+    (
         "bad Slurm feature name",
         edit(gcp, lambda r: pool(r).update(features=["fast net"])),
         "pools[0].features[0]",

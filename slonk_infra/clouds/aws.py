@@ -38,7 +38,7 @@ from slonk_infra.clouds.common import (
     existing_cluster_provider,
 )
 from slonk_infra.declaration import AwsSpec, StorageSpec
-from slonk_infra.plan import ClusterPlan, WorkerGroup
+from slonk_infra.plan import STORAGE_TIERS, ClusterPlan, WorkerGroup
 
 TOKEN = "slonk-infra:aws:Infrastructure"
 SYSTEM_INSTANCE = "m7i.2xlarge"
@@ -70,7 +70,7 @@ NVIDIA_PLUGIN_CHART = ("nvidia-device-plugin", "0.20.0", "https://nvidia.github.
 EFA_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts")
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
-FSX_DEPLOYMENTS = ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")
+FSX_DEPLOYMENTS = STORAGE_TIERS["fsx-lustre"]
 FSX_DEFAULT_DEPLOYMENT = "PERSISTENT_2"
 # MB/s per TiB; PERSISTENT_1 SSD accepts 50/100/200, PERSISTENT_2 125/250/500/1000.
 FSX_THROUGHPUT = {"PERSISTENT_1": 200, "PERSISTENT_2": 250}

@@ -9,13 +9,14 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from slonk_infra import naming
 from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL
 from slonk_infra.declaration import KubernetesSpec, StorageSpec, Taint
 from slonk_infra.plan import ClusterPlan
 
 # Node pool / node group that runs slurmctld and the login pods. Worker groups are named after
 # the declaration's pools; the "slonk-" prefix keeps this one out of their way.
-SYSTEM_POOL = "slonk-system"
+SYSTEM_POOL = naming.SYSTEM_POOL
 SYSTEM_NODES = 2
 SYSTEM_LABELS: dict[str, str] = {SYSTEM_ROLE_LABEL: SYSTEM_ROLE}
 

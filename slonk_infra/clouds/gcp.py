@@ -30,7 +30,7 @@ from slonk_infra.clouds.common import (
     existing_cluster_provider,
 )
 from slonk_infra.declaration import GcpSpec, StorageSpec
-from slonk_infra.plan import ClusterPlan, WorkerGroup
+from slonk_infra.plan import STORAGE_TIERS, ClusterPlan, WorkerGroup
 
 TOKEN = "slonk-infra:gcp:Infrastructure"
 SYSTEM_MACHINE = "n2-standard-8"
@@ -47,9 +47,7 @@ GPU_LABEL_KEY = "cloud.google.com/gke-accelerator"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
-FILESTORE_TIERS = frozenset(
-    {"BASIC_HDD", "BASIC_SSD", "HIGH_SCALE_SSD", "ZONAL", "REGIONAL", "ENTERPRISE", "STANDARD", "PREMIUM"}
-)
+FILESTORE_TIERS = frozenset(STORAGE_TIERS["filestore"])
 FILESTORE_DEFAULT_TIER = "ZONAL"
 # Tiers whose instance is regional; every other tier lives in one zone.
 FILESTORE_REGIONAL_TIERS = frozenset({"REGIONAL", "ENTERPRISE"})
