@@ -188,3 +188,23 @@ def test_tpu_workers_get_host_ports_and_gpu_workers_do_not() -> None:
     assert not any("hostPort" in p for p in gpu_ports)
     selector = objs["v5p-0"]["spec"]["template"]["spec"]["nodeSelector"]
     assert selector["cloud.google.com/gke-tpu-topology"] == "4x4x4"
+
+
+def test_rest_api_adds_slurmrestd_and_gives_the_controller_its_jwt_key() -> None:
+    raw: dict[str, Any] = copy.deepcopy(load_declaration("gcp"))
+    raw["slurm"]["restApi"] = True
+    plan = build_plan(raw)
+    files = render_slurm_files(plan)
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in build_manifests(plan, files)}
+    assert ("Deployment", "slurmrestd") in objs and ("Service", "slurmrestd") in objs
+    assert ("Secret", "slurm-jwt") in objs
+    for obj in objs.values():
+        kubernetes_validate.validate(obj, KUBE_VERSIONS[-1], strict=True)
+    assert "AuthAltParameters=jwt_key=/etc/slurm/jwt/jwt_hs256.key" in files.config["slurm.conf"]
+    ctld_volumes = objs[("StatefulSet", naming.CONTROLLER)]["spec"]["template"]["spec"]["volumes"]
+    sources = next(v for v in ctld_volumes if v["name"] == "slurm-config")["projected"]["sources"]
+    assert {
+        "secret": {"name": "slurm-jwt", "items": [{"key": "jwt_hs256.key", "path": "jwt/jwt_hs256.key", "mode": 0o440}]}
+    } in sources
+    rest = objs[("Deployment", "slurmrestd")]["spec"]["template"]["spec"]["containers"][0]
+    assert rest["securityContext"]["runAsNonRoot"] is True

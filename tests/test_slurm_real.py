@@ -194,3 +194,15 @@ def test_block_topology_on_modern_slurm(tmp_path: Path) -> None:
             assert f"BlockName=bl-{g.name} " in topo, topo
         pair = slurm.run(["srun", "-N", "2", "-p", "h100", "printenv", "SLURMD_NODENAME"], check=True, timeout=60)
         assert sorted(pair.stdout.split()) == ["h100-0", "h100-1"]
+
+
+def test_jwt_auth_for_the_rest_api_on_modern_slurm(tmp_path: Path) -> None:
+    """With restApi, slurmctld loads auth/jwt from the rendered slurm.conf and issues tokens."""
+    require_flavor("chroot")
+    raw = small_declaration("25.05", "yaml")
+    raw["slurm"]["restApi"] = True
+    plan = build_plan(raw)
+    started = [n for g in plan.groups for n in g.node_names[: g.replicas]]
+    with SlurmLab(conf_files(plan), "chroot", tmp_path / "jwt", initial_nodes=started) as slurm:
+        token = slurm.run(["scontrol", "token", "username=root"], check=True).stdout
+        assert token.startswith("SLURM_JWT=") and len(token.strip()) > 40, token

@@ -27,6 +27,9 @@ CONFIG_HASH = "slonk.dev/config-hash"
 SCRIPTS_MOUNT = "/opt/slonk/scripts"
 MUNGE_UID = 400
 SLURM_UID = 401
+# slurmrestd refuses to run as root or as SlurmUser; the image has a user of its own for it.
+SLURMRESTD_UID = 402
+JWT_FILE = "jwt_hs256.key"
 # A TPU VM's runtime talks to the other hosts of its slice on these ports (GKE multi-host TPU examples).
 TPU_HOST_PORTS = (8471, 8431)
 WORKER_GRACE_SECONDS = 300
@@ -130,12 +133,14 @@ def _common_volumes() -> list[Obj]:
     ]
 
 
-def _config_volume() -> Obj:
-    # Projected so the topology ConfigMap lands beside slurm.conf, where Slurm looks for it.
-    return {
-        "name": "slurm-config",
-        "projected": {"sources": [{"configMap": {"name": "slurm-config"}}, {"configMap": {"name": "slurm-topology"}}]},
-    }
+def _config_volume(jwt_key: bool = False) -> Obj:
+    # Projected so the topology ConfigMap lands beside slurm.conf, where Slurm looks for it, and the
+    # controller's JWT key at the path slurm.conf names, readable by the slurm group only.
+    sources: list[Obj] = [{"configMap": {"name": "slurm-config"}}, {"configMap": {"name": "slurm-topology"}}]
+    if jwt_key:
+        item = {"key": JWT_FILE, "path": f"jwt/{JWT_FILE}", "mode": 0o440}
+        sources.append({"secret": {"name": "slurm-jwt", "items": [item]}})
+    return {"name": "slurm-config", "projected": {"sources": sources}}
 
 
 def _shared_mounts(plan: ClusterPlan) -> tuple[list[Obj], list[Obj]]:
@@ -246,7 +251,7 @@ def secrets(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
                 "kind": "Secret",
                 "metadata": meta("slurm-jwt", ns, "auth"),
                 "type": "Opaque",
-                "data": {"jwt_hs256.key": inputs.jwt_key_b64},
+                "data": {JWT_FILE: inputs.jwt_key_b64},
             }
         )
     return out
@@ -414,7 +419,7 @@ def controller_statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInp
         ],
         "volumes": [
             *_common_volumes(),
-            _config_volume(),
+            _config_volume(jwt_key=plan.declaration.slurm.rest_api),
             {"name": "state", "persistentVolumeClaim": {"claimName": "slurmctld-state"}},
             *shared_volumes,
         ],
@@ -489,6 +494,67 @@ def login_statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) 
             },
         },
     }
+
+
+def rest_api(plan: ClusterPlan) -> list[Obj]:
+    """slurmrestd (when the declaration asks for it): clients authenticate with JWTs slurmctld issues."""
+    if not plan.declaration.slurm.rest_api:
+        return []
+    ns = plan.namespace
+    image = plan.declaration.image.reference
+    sel = {COMPONENT: "restapi", "app.kubernetes.io/name": APP}
+    probe = {"tcpSocket": {"port": paths.SLURMRESTD_PORT}, "periodSeconds": 10}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta("slurmrestd", ns, "restapi"),
+            "spec": {
+                "selector": sel,
+                "ports": [{"name": "http", "port": paths.SLURMRESTD_PORT, "targetPort": paths.SLURMRESTD_PORT}],
+            },
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": meta("slurmrestd", ns, "restapi"),
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": sel},
+                "template": {
+                    "metadata": {"labels": labels("restapi")},
+                    "spec": {
+                        "serviceAccountName": "slurm",
+                        "automountServiceAccountToken": False,
+                        "priorityClassName": f"{ns}-slurm-control",
+                        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                        "dnsConfig": {"searches": [naming.workers_domain(ns)]},
+                        "containers": [
+                            {
+                                "name": "slurmrestd",
+                                "image": image,
+                                "command": ["slurmrestd", f"0.0.0.0:{paths.SLURMRESTD_PORT}"],
+                                # daemon mode: each request carries the user's JWT, checked by slurmctld.
+                                "env": [{"name": "SLURM_JWT", "value": "daemon"}],
+                                "ports": [{"name": "http", "containerPort": paths.SLURMRESTD_PORT}],
+                                "securityContext": _restricted(run_as=SLURMRESTD_UID),
+                                "resources": {
+                                    "requests": {"cpu": "250m", "memory": "256Mi"},
+                                    "limits": {"memory": "1Gi"},
+                                },
+                                "readinessProbe": probe,
+                                "livenessProbe": probe,
+                                "volumeMounts": [
+                                    {"name": "slurm-config", "mountPath": paths.CONF_DIR, "readOnly": True}
+                                ],
+                            }
+                        ],
+                        "volumes": [_config_volume()],
+                    },
+                },
+            },
+        },
+    ]
 
 
 def worker_resources(group: WorkerGroup) -> Obj:
@@ -744,6 +810,7 @@ def build_manifests(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | N
         controller_state_claim(plan),
         controller_statefulset(plan, files, inp),
         login_statefulset(plan, files, inp),
+        *rest_api(plan),
         *[worker_statefulset(plan, g, inp) for g in plan.groups],
         *disruption_budgets(plan),
     ]
