@@ -7,6 +7,7 @@ are. Values that only exist after deployment (IPs, endpoints, ids) appear as ``<
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from collections import Counter
@@ -20,6 +21,8 @@ import yaml
 from slonk_infra.offline import SECRET_PLACEHOLDER, UNKNOWN, Registration, after_deploy, run_offline
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.stacks import CONFIG_KEY, PROJECT
+
+_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 @dataclass
@@ -36,7 +39,11 @@ class ProgramRun:
         return Counter(r.type for r in self.registrations if r.custom and not r.type.startswith("pulumi:providers:"))
 
     def kubernetes_objects(self) -> list[dict[str, Any]]:
-        """Kubernetes objects as manifests (inputs are already camelCase wire form); Secret data masked."""
+        """Kubernetes objects as manifests (inputs are already camelCase wire form); Secret data masked.
+
+        Sorted in apply order (namespace and cluster-wide objects first, workloads last) and then by name,
+        so the rendered files do not depend on the order the runtime happened to register them in.
+        """
         out = []
         for r in self.registrations:
             if _is_manifest(r):
@@ -44,7 +51,7 @@ class ProgramRun:
                 if obj.get("kind") == "Secret":
                     obj["data"] = {k: SECRET_PLACEHOLDER for k in obj.get("data", {})}
                 out.append(obj)
-        return out
+        return sorted(out, key=_apply_order)
 
     def cloud_resources(self) -> list[dict[str, Any]]:
         """Every other resource (cloud, providers, randomness) with its inputs and options."""
@@ -53,6 +60,19 @@ class ProgramRun:
             for r in self.registrations
             if r.custom and not _is_manifest(r)
         ]
+
+
+APPLY_ORDER = (
+    "Namespace", "PriorityClass", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret",
+    "PersistentVolume", "PersistentVolumeClaim", "Service", "NetworkPolicy", "Deployment", "StatefulSet",
+    "PodDisruptionBudget",
+)  # fmt: skip
+
+
+def _apply_order(obj: dict[str, Any]) -> tuple[int, str, str]:
+    kind = obj.get("kind", "")
+    rank = APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER)
+    return rank, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
 
 
 def _is_manifest(r: Registration) -> bool:
@@ -89,6 +109,9 @@ def run_program(
     from slonk_infra.program import main
 
     wire = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
+    # The imported SDKs hold hundreds of thousands of long-lived objects; freezing them keeps the
+    # garbage collector from rescanning them on every collection during the run (about 20% of it).
+    gc.freeze()
     start = time.perf_counter()
     run = run_offline(program or main, project=PROJECT, stack=stack, config=wire)
     seconds = time.perf_counter() - start
@@ -104,10 +127,13 @@ def write_render(run: ProgramRun, out_dir: Path) -> dict[str, Any]:
     for d in (kube_dir, slurm_dir, cloud_dir):
         d.mkdir(parents=True, exist_ok=True)
     objects = run.kubernetes_objects()
-    for i, obj in enumerate(objects):
+    # Each object is dumped once, with libyaml when present (the pure-Python emitter dominated large
+    # renders); all.yaml is the same documents joined, as safe_dump_all would write them.
+    texts = [yaml.dump(obj, Dumper=_DUMPER, sort_keys=False) for obj in objects]
+    for i, (obj, text) in enumerate(zip(objects, texts, strict=True)):
         name = f"{i:03d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
-        (kube_dir / name).write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
-    (kube_dir / "all.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False), encoding="utf-8")
+        (kube_dir / name).write_text(text, encoding="utf-8")
+    (kube_dir / "all.yaml").write_text("---\n".join(texts), encoding="utf-8")
     if run.plan is not None:
         for rel, text in render_slurm_files(run.plan).all().items():
             path = slurm_dir / rel

@@ -108,6 +108,8 @@ def test_every_machine_names_its_source_and_efa_only_on_aws() -> None:
 
 def test_naming_chain() -> None:
     assert naming.node_hostlist("h100-a", 16) == "h100-a-[0-15]"
+    for group, count in (("cpu", 1), ("h100-a", 2), ("v5p-0", 16), ("x-1", 4096)):
+        assert naming.node_hostlist(group, count) == naming.compress(naming.slurm_nodes(group, count))
     assert naming.expand("v5p-0-[0-3]") == ["v5p-0-0", "v5p-0-1", "v5p-0-2", "v5p-0-3"]
     assert naming.compress(["a-1", "a-0", "b-3"]) == "a-[0-1],b-3"
     assert naming.pod("cpu", 3) == "cpu-3"
