@@ -25,12 +25,10 @@ def tree_switches(plan: ClusterPlan) -> list[tuple[str, str | None, str | None]]
     return [*leaves, root]
 
 
-def blocks(plan: ClusterPlan, only_tpu: bool = False) -> list[tuple[str, str]]:
+def blocks(plan: ClusterPlan) -> list[tuple[str, str]]:
     """(block, nodes): TPU slices and NVLink domains, and otherwise each group."""
     out = []
     for g in plan.groups:
-        if only_tpu and g.kind != "tpu":
-            continue
         domains = g.nvlink_domains if g.machine.nvlink_domain > 1 else [g.node_names]
         out += [(naming.block(g.name, i), naming.compress(d)) for i, d in enumerate(domains)]
     return out
@@ -46,7 +44,7 @@ def render_topology_conf(plan: ClusterPlan) -> str:
 
 
 def render_topology_yaml(plan: ClusterPlan) -> str:
-    """topology.yaml: the fabric tree as the default, TPU slices as a block topology partitions can select."""
+    """topology.yaml: the fabric tree as the default, and a block topology the TPU partitions select."""
     switches = []
     for name, children, nodes in tree_switches(plan):
         entry: dict[str, str] = {"switch": name}
@@ -56,13 +54,15 @@ def render_topology_yaml(plan: ClusterPlan) -> str:
             entry["nodes"] = nodes
         switches.append(entry)
     doc: list[dict[str, object]] = [{"topology": FABRIC, "cluster_default": True, "tree": {"switches": switches}}]
-    tpu_blocks = blocks(plan, only_tpu=True)
-    if tpu_blocks:
+    # Every group is a block too (a slice, an NVLink domain, a compact-placement pool): a node outside
+    # every block draws a warning from slurmctld at each start. Only TPU partitions select this topology.
+    all_blocks = blocks(plan)
+    if any(g.kind == "tpu" for g in plan.groups):
         doc.append(
             {
                 "topology": BLOCKS,
                 "cluster_default": False,
-                "block": {"blocks": [{"block": b, "nodes": n} for b, n in tpu_blocks]},
+                "block": {"blocks": [{"block": b, "nodes": n} for b, n in all_blocks]},
             }
         )
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
