@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from typing import Any
 
 from slonk_infra.binding import CloudResult
 from slonk_infra.clouds import deploy_cloud
-from slonk_infra.offline import OfflineRun, run_offline
+from slonk_infra.offline import OfflineRun, Registration, run_offline
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.stacks import load_declaration
 
@@ -34,3 +35,8 @@ def resolve_result(result: CloudResult) -> dict[str, Any]:
 def deploy(plan: ClusterPlan) -> OfflineRun[CloudResult]:
     """Run the plan's cloud layer under the mock runtime."""
     return run_offline(lambda: deploy_cloud(plan), resolve_result)
+
+
+def count_by_type(regs: list[Registration]) -> dict[str, int]:
+    """Registrations per resource type."""
+    return dict(Counter(r.type for r in regs))

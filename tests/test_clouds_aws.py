@@ -16,9 +16,9 @@ from slonk_infra.clouds.aws import (
     launch_template_violations,
 )
 from slonk_infra.clouds.common import SYSTEM_POOL
-from slonk_infra.offline import FAKE_VPC_CIDR, OfflineRun, Registration, run_offline
+from slonk_infra.offline import FAKE_VPC_CIDR, OfflineRun, run_offline
 from slonk_infra.plan import ClusterPlan, build_plan
-from tests.support import declaration, deploy, with_nodes
+from tests.support import count_by_type, declaration, deploy, with_nodes
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -242,13 +242,6 @@ def test_existing_cluster_gets_node_groups_only() -> None:
     assert inputs["nodeRoleArn"] == "arn:aws:iam::123456789012:role/eks-nodes"
     nics = run.named("existing-lt-h100-b").inputs["networkInterfaces"]
     assert nics[0]["securityGroups"][0] == "sg-0existing"
-
-
-def count_by_type(regs: list[Registration]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for r in regs:
-        counts[r.type] = counts.get(r.type, 0) + 1
-    return counts
 
 
 def test_resource_count_does_not_depend_on_node_count() -> None:

@@ -11,10 +11,10 @@ from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
 from slonk_infra.catalog import load_catalog, topology_chips
 from slonk_infra.clouds.common import SYSTEM_POOL
 from slonk_infra.clouds.gcp import TOKEN, TOPOLOGY_LABELS, GcpInfrastructure, filestore_share
-from slonk_infra.offline import OfflineRun, Registration, run_offline
+from slonk_infra.offline import OfflineRun, run_offline
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.stacks import load_declaration
-from tests.support import declaration, deploy, with_nodes
+from tests.support import count_by_type, declaration, deploy, with_nodes
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -216,13 +216,6 @@ def test_existing_cluster_gets_pools_but_no_cluster() -> None:
     assert pool(run, "h100-a")["cluster"] == "projects/my-ml-project/locations/us-central1/clusters/slonk-gcp"
     [provider] = run.of_type("pulumi:providers:kubernetes")
     assert provider.inputs["context"] == "gke_prod"
-
-
-def count_by_type(regs: list[Registration]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for r in regs:
-        counts[r.type] = counts.get(r.type, 0) + 1
-    return counts
 
 
 def test_resource_count_does_not_depend_on_node_count() -> None:
