@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -212,7 +212,6 @@ class ClusterPlan:
     groups: tuple[WorkerGroup, ...]
     partitions: tuple[Partition, ...]
     slurm_version: SlurmVersion
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -536,10 +535,12 @@ def build_plan(raw: Mapping[str, Any] | ClusterDeclaration, catalog: Catalog | N
         groups.extend(check.tpu_groups(i, spec))
     if not decl.pools and not decl.tpu_slices:
         check.add("pools", "declare at least one pool or TPU slice")
-    for i, pool in enumerate(decl.pools):
-        for j, feat in enumerate(pool.features):
+    feature_lists = [(f"pools[{i}]", p.features) for i, p in enumerate(decl.pools)]
+    feature_lists += [(f"tpuSlices[{i}]", t.features) for i, t in enumerate(decl.tpu_slices)]
+    for where, features in feature_lists:
+        for j, feat in enumerate(features):
             if not naming.SLURM_FEATURE.match(feat):
-                check.add(f"pools[{i}].features[{j}]", f"{feat!r} is not a Slurm feature name (letters, digits, _ . -)")
+                check.add(f"{where}.features[{j}]", f"{feat!r} is not a Slurm feature name (letters, digits, _ . -)")
     check.check_names(groups)
     check.check_storage()
     check.check_cloud()
