@@ -121,8 +121,6 @@ def run_program(
 
 def write_render(run: ProgramRun, out_dir: Path) -> dict[str, Any]:
     """Write manifests, Slurm files, cloud resources and a summary under ``out_dir``; return the summary."""
-    from slonk_infra.slurm import render_slurm_files
-
     kube_dir, slurm_dir, cloud_dir = out_dir / "kubernetes", out_dir / "slurm", out_dir / "cloud"
     for d in (kube_dir, slurm_dir, cloud_dir):
         d.mkdir(parents=True, exist_ok=True)
@@ -134,11 +132,14 @@ def write_render(run: ProgramRun, out_dir: Path) -> dict[str, Any]:
         name = f"{i:03d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
         (kube_dir / name).write_text(text, encoding="utf-8")
     (kube_dir / "all.yaml").write_text("---\n".join(texts), encoding="utf-8")
-    if run.plan is not None:
-        for rel, text in render_slurm_files(run.plan).all().items():
-            path = slurm_dir / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+    # The Slurm files are written from the ConfigMaps the program declared, not rendered a second time.
+    folders = {"slurm-config": "", "slurm-topology": "", "slurm-scripts": "scripts/"}
+    for obj in objects:
+        if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] in folders:
+            for name, text in obj.get("data", {}).items():
+                path = slurm_dir / f"{folders[obj['metadata']['name']]}{name}"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
     (cloud_dir / "resources.json").write_text(json.dumps(run.cloud_resources(), indent=2), encoding="utf-8")
     summary = {
         "stack": run.stack,

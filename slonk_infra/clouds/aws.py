@@ -38,7 +38,7 @@ from slonk_infra.clouds.common import (
     existing_cluster_provider,
 )
 from slonk_infra.declaration import AwsSpec, StorageSpec
-from slonk_infra.plan import STORAGE_TIERS, ClusterPlan, WorkerGroup
+from slonk_infra.plan import ClusterPlan, WorkerGroup
 
 TOKEN = "slonk-infra:aws:Infrastructure"
 SYSTEM_INSTANCE = "m7i.2xlarge"
@@ -70,7 +70,6 @@ NVIDIA_PLUGIN_CHART = ("nvidia-device-plugin", "0.20.0", "https://nvidia.github.
 EFA_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts")
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
-FSX_DEPLOYMENTS = STORAGE_TIERS["fsx-lustre"]
 FSX_DEFAULT_DEPLOYMENT = "PERSISTENT_2"
 # MB/s per TiB; PERSISTENT_1 SSD accepts 50/100/200, PERSISTENT_2 125/250/500/1000.
 FSX_THROUGHPUT = {"PERSISTENT_1": 200, "PERSISTENT_2": 250}
@@ -175,8 +174,6 @@ class AwsInfrastructure(CloudComponent):
             raise ValueError(
                 f"AwsInfrastructure needs an aws declaration with region and aws settings, got {decl.cloud}"
             )
-        if any(g.name == SYSTEM_POOL for g in plan.groups):
-            raise ValueError(f"worker group name {SYSTEM_POOL!r} is reserved for the system node group")
         self.plan = plan
         self.aws: AwsSpec = decl.aws
         self.region: str = decl.region
@@ -612,11 +609,6 @@ class AwsInfrastructure(CloudComponent):
 
     def _fsx(self, vol: StorageSpec, sg: aws.ec2.SecurityGroup) -> VolumeSource:
         deployment = (vol.tier or FSX_DEFAULT_DEPLOYMENT).upper()
-        if deployment not in FSX_DEPLOYMENTS:
-            raise ValueError(
-                f"storage {vol.name!r}: {vol.tier!r} is not an FSx for Lustre deployment type; "
-                f"allowed: {', '.join(FSX_DEPLOYMENTS)}"
-            )
         persistent = deployment.startswith("PERSISTENT")
         fs = aws.fsx.LustreFileSystem(
             self.child_name("fsx", vol.name),

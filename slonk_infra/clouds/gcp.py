@@ -30,7 +30,7 @@ from slonk_infra.clouds.common import (
     existing_cluster_provider,
 )
 from slonk_infra.declaration import GcpSpec, StorageSpec
-from slonk_infra.plan import STORAGE_TIERS, ClusterPlan, WorkerGroup
+from slonk_infra.plan import ClusterPlan, WorkerGroup
 
 TOKEN = "slonk-infra:gcp:Infrastructure"
 SYSTEM_MACHINE = "n2-standard-8"
@@ -47,7 +47,6 @@ GPU_LABEL_KEY = "cloud.google.com/gke-accelerator"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
-FILESTORE_TIERS = frozenset(STORAGE_TIERS["filestore"])
 FILESTORE_DEFAULT_TIER = "ZONAL"
 # Tiers whose instance is regional; every other tier lives in one zone.
 FILESTORE_REGIONAL_TIERS = frozenset({"REGIONAL", "ENTERPRISE"})
@@ -98,9 +97,6 @@ class GcpInfrastructure(CloudComponent):
         self.region: str = decl.region
         self.zone = decl.zone
         self.catalog = load_catalog()
-        taken = [g.name for g in plan.groups if g.name == SYSTEM_POOL]
-        if taken:
-            raise ValueError(f"worker group name {SYSTEM_POOL!r} is reserved for the system node pool")
 
         self.cluster: gcp.container.Cluster | None = None
         cluster_ref: pulumi.Input[str]
@@ -333,11 +329,6 @@ class GcpInfrastructure(CloudComponent):
     # -- storage ---------------------------------------------------------------------------------
     def _filestore(self, vol: StorageSpec) -> VolumeSource:
         tier = (vol.tier or FILESTORE_DEFAULT_TIER).upper()
-        if tier not in FILESTORE_TIERS:
-            raise ValueError(
-                f"storage {vol.name!r}: {vol.tier!r} is not a Filestore tier; "
-                f"allowed: {', '.join(sorted(FILESTORE_TIERS))}"
-            )
         location = filestore_location(tier, self.region, self.zone)
         share = filestore_share(vol.name)
         nfs41 = tier in FILESTORE_NFS41_TIERS
