@@ -19,12 +19,13 @@ export DEBIAN_FRONTEND=noninteractive
 # slurm-wlm-jwt-plugin carries auth_jwt.so: rendered configs may set
 # AuthAltTypes=auth/jwt, which slurmctld cannot load without it.
 # iproute2 provides `ip`, used to give the chroot flavor's private network an address.
-HOST_PKGS=(slurm-wlm slurm-wlm-jwt-plugin munge debootstrap iproute2)
-CHROOT_PKGS=(slurmctld slurmd slurm-client slurm-wlm-jwt-plugin munge)
+# slurmrestd: the operations controller's tests talk to real slurmrestd (tests/slurmlab/restd.py).
+HOST_PKGS=(slurm-wlm slurm-wlm-jwt-plugin munge debootstrap iproute2 slurmrestd)
+CHROOT_PKGS=(slurmctld slurmd slurm-client slurm-wlm-jwt-plugin munge slurmrestd)
 
 host_missing() {
     local c
-    for c in slurmctld slurmd sinfo scontrol munged munge debootstrap; do
+    for c in slurmctld slurmd sinfo scontrol munged munge debootstrap slurmrestd; do
         command -v "$c" >/dev/null 2>&1 || { echo "$c"; return 0; }
     done
     for c in "${HOST_PKGS[@]}"; do
@@ -63,6 +64,7 @@ in_chroot() {
 chroot_ok() {
     [ -x "$CHROOT/usr/sbin/slurmctld" ] && [ -x "$CHROOT/usr/sbin/slurmd" ] \
         && [ -x "$CHROOT/usr/bin/sinfo" ] && [ -x "$CHROOT/usr/sbin/munged" ] \
+        && [ -x "$CHROOT/usr/sbin/slurmrestd" ] \
         && compgen -G "$CHROOT/usr/lib/*/slurm-wlm/auth_jwt.so" >/dev/null \
         && in_chroot slurmctld -V >/dev/null 2>&1
 }
