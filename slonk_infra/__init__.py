@@ -1,0 +1,57 @@
+"""slonk-infra: Slurm on Kubernetes (GKE, EKS or an existing cluster) as Pulumi components.
+
+The public API:
+
+- :class:`Cluster` — the whole system as one component; outputs ``login_address``,
+  ``controller_host``, ``kubeconfig``, ``node_pools``, ``slurm_files``, ...
+- :class:`ClusterArgs` — the declaration as typed dicts (generated from the pydantic model);
+  :class:`ClusterDeclaration` — the pydantic model itself.
+- :func:`build_plan` / :class:`ClusterPlan` — validation and resolution without any resource.
+- :class:`SlurmCluster` and :func:`deploy_cloud` — the two layers, usable alone.
+- :class:`DeclarationError` — what a bad declaration raises, listing every problem.
+
+The names are imported on first use, so the pod-side parts of the package (health checks, the
+operations controller) run in images that do not carry the Pulumi SDKs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slonk_infra.clouds import deploy_cloud
+    from slonk_infra.cluster import Cluster
+    from slonk_infra.cluster_args import ClusterArgs
+    from slonk_infra.components.slurm_cluster import SlurmCluster
+    from slonk_infra.declaration import ClusterDeclaration
+    from slonk_infra.errors import DeclarationError
+    from slonk_infra.plan import ClusterPlan, build_plan
+
+_WHERE = {
+    "Cluster": "slonk_infra.cluster",
+    "ClusterArgs": "slonk_infra.cluster_args",
+    "ClusterDeclaration": "slonk_infra.declaration",
+    "ClusterPlan": "slonk_infra.plan",
+    "DeclarationError": "slonk_infra.errors",
+    "SlurmCluster": "slonk_infra.components.slurm_cluster",
+    "build_plan": "slonk_infra.plan",
+    "deploy_cloud": "slonk_infra.clouds",
+}
+
+__all__ = [
+    "Cluster",
+    "ClusterArgs",
+    "ClusterDeclaration",
+    "ClusterPlan",
+    "DeclarationError",
+    "SlurmCluster",
+    "build_plan",
+    "deploy_cloud",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'slonk_infra' has no attribute {name!r}")

@@ -41,3 +41,8 @@ class CloudResult:
     pin_to_pools: bool = True
     topology_labels: tuple[str, ...] = ()
     node_pools: Mapping[str, pulumi.Resource] = field(default_factory=dict)
+    # Cloud name of each worker group's node pool / node group, by group name.
+    node_pool_names: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    # The kubeconfig of a Kubernetes cluster this layer created (exec-plugin auth, no credential in
+    # it); None when the cluster already existed.
+    kubeconfig: pulumi.Output[str] | None = None

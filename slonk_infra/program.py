@@ -1,4 +1,4 @@
-"""The Pulumi program: declaration -> plan -> cloud layer -> Slurm layer.
+"""The Pulumi program of this project: one :class:`slonk_infra.Cluster` from the stack's declaration.
 
 The same function runs under ``pulumi up`` (``__main__.py``) and in-process under the mock runtime
 (``slonk-infra render``). The declaration is validated completely before any resource is declared.
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pulumi
 
-from slonk_infra.clouds import deploy_cloud
-from slonk_infra.components.slurm_cluster import SlurmCluster
+from slonk_infra.cluster import Cluster
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.stacks import CONFIG_KEY
 
@@ -20,13 +19,16 @@ def plan_from_config() -> ClusterPlan:
     return build_plan(raw)
 
 
-def main() -> SlurmCluster:
-    """Declare the whole stack."""
+def main() -> Cluster:
+    """Declare the whole stack and export what a user needs, login address first (never the munge key)."""
     plan = plan_from_config()
-    cloud = deploy_cloud(plan)
-    cluster = SlurmCluster(plan.name, plan, cloud)
-    pulumi.export("cluster", plan.name)
-    pulumi.export("namespace", plan.namespace)
+    cluster = Cluster(plan.name, plan)
+    pulumi.export("loginAddress", cluster.login_address)
+    pulumi.export("cluster", cluster.cluster_name)
+    pulumi.export("namespace", cluster.namespace)
+    pulumi.export("controllerHost", cluster.controller_host)
+    pulumi.export("nodePools", cluster.node_pools)
+    if plan.declaration.kubernetes.create:
+        pulumi.export("kubeconfig", cluster.kubeconfig)
     pulumi.export("summary", plan.summary())
-    pulumi.export("mungeKey", cluster.munge_key)
     return cluster

@@ -34,7 +34,7 @@ def resolve_result(result: CloudResult) -> dict[str, Any]:
 
 def deploy(plan: ClusterPlan) -> OfflineRun[CloudResult]:
     """Run the plan's cloud layer under the mock runtime."""
-    return run_offline(lambda: deploy_cloud(plan), resolve_result)
+    return run_offline(lambda: deploy_cloud(plan).result, resolve_result)
 
 
 def count_by_type(regs: list[Registration]) -> dict[str, int]:

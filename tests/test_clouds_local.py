@@ -32,7 +32,7 @@ def plan() -> ClusterPlan:
 
 @pytest.fixture(scope="module")
 def run(plan: ClusterPlan) -> OfflineRun[CloudResult]:
-    return run_offline(lambda: deploy_cloud(plan))
+    return run_offline(lambda: deploy_cloud(plan).result)
 
 
 def test_only_a_provider_for_the_declared_context(run: OfflineRun[CloudResult]) -> None:
@@ -63,7 +63,7 @@ def test_kubeconfig_and_context_are_optional() -> None:
 
 
 def _deployer(plan: ClusterPlan) -> Callable[[], CloudResult]:
-    return lambda: deploy_cloud(plan)
+    return lambda: deploy_cloud(plan).result
 
 
 def test_resource_count_does_not_depend_on_node_count() -> None:
@@ -87,7 +87,7 @@ def test_resource_count_does_not_depend_on_node_count() -> None:
 )
 def test_deploy_cloud_picks_the_adapter_by_cloud(stack: str, token: str) -> None:
     plan = build_plan(load_declaration(stack))
-    run = run_offline(lambda: deploy_cloud(plan))
+    run = run_offline(lambda: deploy_cloud(plan).result)
     [component] = [r for r in run.registrations if not r.custom]
     assert component.type == token
     assert component.name == plan.name

@@ -14,26 +14,31 @@ from __future__ import annotations
 
 import pulumi
 
-from slonk_infra.binding import CloudResult
+from slonk_infra.clouds.common import CloudComponent
 from slonk_infra.plan import ClusterPlan
 
-__all__ = ["deploy_cloud"]
+__all__ = ["CloudComponent", "deploy_cloud"]
 
 
-def deploy_cloud(plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None) -> CloudResult:
-    """Create the cloud side of ``plan`` (one component named after the cluster) and return its result."""
+def deploy_cloud(
+    plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None, name: str | None = None
+) -> CloudComponent:
+    """Create the cloud side of ``plan`` as one component (named ``name``, default the cluster's name).
+
+    Its ``result`` (a :class:`~slonk_infra.binding.CloudResult`) is what the Slurm layer consumes.
+    """
     cloud = plan.declaration.cloud
     # Imported here so a local stack never loads the GCP and AWS SDKs.
     if cloud == "gcp":
         from slonk_infra.clouds.gcp import GcpInfrastructure
 
-        return GcpInfrastructure(plan.name, plan, opts).result
+        return GcpInfrastructure(name or plan.name, plan, opts)
     if cloud == "aws":
         from slonk_infra.clouds.aws import AwsInfrastructure
 
-        return AwsInfrastructure(plan.name, plan, opts).result
+        return AwsInfrastructure(name or plan.name, plan, opts)
     if cloud == "local":
         from slonk_infra.clouds.local import LocalInfrastructure
 
-        return LocalInfrastructure(plan.name, plan, opts).result
+        return LocalInfrastructure(name or plan.name, plan, opts)
     raise ValueError(f"no cloud adapter for {cloud!r}; known: gcp, aws, local")

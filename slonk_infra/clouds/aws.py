@@ -26,6 +26,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from slonk_infra import tokens
 from slonk_infra.binding import CloudResult, VolumeSource
 from slonk_infra.clouds.common import (
     SYSTEM_LABELS,
@@ -40,7 +41,7 @@ from slonk_infra.clouds.common import (
 from slonk_infra.declaration import AwsSpec, StorageSpec
 from slonk_infra.plan import ClusterPlan, WorkerGroup
 
-TOKEN = "slonk-infra:aws:Infrastructure"
+TOKEN = tokens.AWS_INFRASTRUCTURE
 SYSTEM_INSTANCE = "m7i.2xlarge"
 # EC2 instance topology, broadest layer first, as EKS labels the nodes of supported instance types.
 TOPOLOGY_LABELS = (
@@ -187,14 +188,16 @@ class AwsInfrastructure(CloudComponent):
         cluster_name: pulumi.Input[str]
         cluster_sg: pulumi.Input[str]
         provider: k8s.Provider
+        kubeconfig: pulumi.Output[str] | None = None
         if decl.kubernetes.create:
             self.cluster = self._cluster()
             cluster_name = self.cluster.name
             cluster_sg = self.cluster.vpc_config.apply(lambda v: str(v.cluster_security_group_id))
             admins = self._admins(self.cluster)
+            kubeconfig = self._kubeconfig(self.cluster)
             provider = k8s.Provider(
                 self.child_name("k8s"),
-                k8s.ProviderArgs(kubeconfig=self._kubeconfig(self.cluster)),
+                k8s.ProviderArgs(kubeconfig=kubeconfig),
                 # The provider's identity is authorised through these entries, not at creation.
                 opts=self.child_opts(depends_on=admins),
             )
@@ -230,6 +233,8 @@ class AwsInfrastructure(CloudComponent):
             pin_to_pools=True,
             topology_labels=TOPOLOGY_LABELS,
             node_pools=dict(self.node_groups),
+            node_pool_names={g: ng.node_group_name for g, ng in self.node_groups.items()},
+            kubeconfig=kubeconfig,
         )
         self.register_outputs(
             {

@@ -10,7 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from slonk_infra import naming
-from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL
+from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
 from slonk_infra.declaration import KubernetesSpec, StorageSpec, Taint
 from slonk_infra.plan import ClusterPlan
 
@@ -85,7 +85,12 @@ def existing_cluster_provider(name: str, spec: KubernetesSpec, opts: pulumi.Reso
 
 
 class CloudComponent(pulumi.ComponentResource):
-    """Base of the cloud adapters: names children after the component and parents them to it."""
+    """Base of the cloud adapters: names children after the component and parents them to it.
+
+    Every adapter sets ``result``: what the Slurm layer needs from the cloud.
+    """
+
+    result: CloudResult
 
     def __init__(self, token: str, name: str, opts: pulumi.ResourceOptions | None) -> None:
         super().__init__(token, name, None, opts)

@@ -16,7 +16,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from slonk_infra import naming
+from slonk_infra import naming, tokens
 from slonk_infra.binding import CloudResult, VolumeSource
 from slonk_infra.catalog import load_catalog
 from slonk_infra.clouds.common import (
@@ -32,7 +32,7 @@ from slonk_infra.clouds.common import (
 from slonk_infra.declaration import GcpSpec, StorageSpec
 from slonk_infra.plan import ClusterPlan, WorkerGroup
 
-TOKEN = "slonk-infra:gcp:Infrastructure"
+TOKEN = tokens.GCP_INFRASTRUCTURE
 SYSTEM_MACHINE = "n2-standard-8"
 # GKE's node labels for where a VM sits in the data centre: reservation block, sub-block
 # (on A4X the NVL72 rack) and physical host; broadest first, as Slurm's topology wants them.
@@ -101,12 +101,14 @@ class GcpInfrastructure(CloudComponent):
         self.cluster: gcp.container.Cluster | None = None
         cluster_ref: pulumi.Input[str]
         provider: k8s.Provider
+        kubeconfig: pulumi.Output[str] | None = None
         if decl.kubernetes.create:
             self.cluster = self._cluster()
             cluster_ref = self.cluster.id
+            kubeconfig = self._kubeconfig(self.cluster)
             provider = k8s.Provider(
                 self.child_name("k8s"),
-                k8s.ProviderArgs(kubeconfig=self._kubeconfig(self.cluster)),
+                k8s.ProviderArgs(kubeconfig=kubeconfig),
                 opts=self.child_opts(),
             )
         else:
@@ -127,6 +129,8 @@ class GcpInfrastructure(CloudComponent):
             pin_to_pools=True,
             topology_labels=TOPOLOGY_LABELS,
             node_pools=dict(self.node_pools),
+            node_pool_names={g: p.name for g, p in self.node_pools.items()},
+            kubeconfig=kubeconfig,
         )
         self.register_outputs(
             {

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import pulumi
 
+from slonk_infra import tokens
 from slonk_infra.binding import CloudResult
 from slonk_infra.clouds.common import CloudComponent, cloud_storage, existing_cluster_provider
 from slonk_infra.plan import ClusterPlan
 
-TOKEN = "slonk-infra:local:Infrastructure"
+TOKEN = tokens.LOCAL_INFRASTRUCTURE
 
 
 class LocalInfrastructure(CloudComponent):

@@ -7,6 +7,7 @@ from typing import Any
 import pulumi
 import pulumi_random as random
 
+from slonk_infra import tokens
 from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
 from slonk_infra.components.kube_objects import declare
 from slonk_infra.kube.manifests import ClusterIPOf, KubeInputs, build_manifests
@@ -42,7 +43,7 @@ class SlurmCluster(pulumi.ComponentResource):
     def __init__(
         self, name: str, plan: ClusterPlan, cloud: CloudResult, opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        super().__init__("slonk-infra:slurm:SlurmCluster", name, None, opts)
+        super().__init__(tokens.SLURM_CLUSTER, name, None, opts)
         self.files = render_slurm_files(plan)
         # The key lives in state as a secret and in the cluster as a Secret; protected because a new key
         # would lock every running daemon out of the others.

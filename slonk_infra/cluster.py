@@ -1,0 +1,142 @@
+"""``Cluster``: the whole system (cloud layer + Slurm layer) as one component, with typed outputs.
+
+The idiom of ``eks.Cluster``: construct it with the declaration and read its outputs::
+
+    import pulumi
+    import slonk_infra
+
+    cluster = slonk_infra.Cluster("research", declaration_dict)
+    pulumi.export("login", cluster.login_address)
+
+The declaration is validated completely (:func:`slonk_infra.plan.build_plan`) before any resource
+is declared; a bad one raises :class:`~slonk_infra.errors.DeclarationError` listing every problem.
+"""
+
+# No ``from __future__ import annotations``: Pulumi's component analyzer reads the class annotations.
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+
+from slonk_infra import naming, tokens
+from slonk_infra.clouds import CloudComponent, deploy_cloud
+from slonk_infra.cluster_args import ClusterArgs
+from slonk_infra.components.slurm_cluster import SlurmCluster
+from slonk_infra.declaration import ClusterDeclaration
+from slonk_infra.plan import ClusterPlan, build_plan
+
+# Outputs, in the order ``register_outputs`` and the docs list them.
+OUTPUT_KEYS = (
+    "clusterName",
+    "namespace",
+    "loginAddress",
+    "controllerHost",
+    "kubeconfig",
+    "nodePools",
+    "slurmFiles",
+)
+
+
+def _login_address(service: Any) -> pulumi.Output[str]:
+    """The login Service's external address (LoadBalancer hostname or IP), else its ClusterIP."""
+
+    def pick(args: list[Any]) -> str:
+        spec, status = args
+        for ingress in _get(_get(status, "load_balancer", "loadBalancer"), "ingress") or []:
+            address = _get(ingress, "hostname") or _get(ingress, "ip")
+            if address:
+                return str(address)
+        return str(_get(spec, "cluster_ip", "clusterIP") or "")
+
+    return pulumi.Output.all(service.spec, service.status).apply(pick)
+
+
+def _get(obj: Any, name: str, wire: str | None = None) -> Any:
+    """A field of an SDK output type, or of the plain dict an older SDK or a mock hands back."""
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name, obj.get(wire or name))
+    return getattr(obj, name, None)
+
+
+def _string_map(values: Mapping[str, pulumi.Input[str]]) -> pulumi.Output[dict[str, str]]:
+    """One Output of a dict from a dict of Inputs (``Output.all`` of nothing is a list, not a dict)."""
+    if not values:
+        return pulumi.Output.from_input({})
+    return pulumi.Output.all(**values).apply(lambda resolved: {str(k): str(v) for k, v in resolved.items()})
+
+
+def as_plan(args: "ClusterArgs | Mapping[str, Any] | ClusterDeclaration | ClusterPlan") -> ClusterPlan:
+    """Validate any accepted form of the declaration into a plan (raises DeclarationError)."""
+    if isinstance(args, ClusterPlan):
+        return args
+    if isinstance(args, ClusterDeclaration):
+        return build_plan(args)
+    return build_plan(dict(args))
+
+
+class Cluster(pulumi.ComponentResource):
+    """A Slurm cluster on Kubernetes: the cloud layer (GKE, EKS, or an existing cluster) and the Slurm
+    layer (StatefulSets, Services, ConfigMaps, storage) as its two children.
+
+    ``args`` is the cluster declaration: a :class:`~slonk_infra.cluster_args.ClusterArgs` dict (snake_case
+    or camelCase keys), the pydantic :class:`~slonk_infra.declaration.ClusterDeclaration`, or an already
+    built :class:`~slonk_infra.plan.ClusterPlan`.
+    """
+
+    cluster_name: pulumi.Output[str]
+    """Cluster name: Slurm ClusterName and the GKE/EKS cluster's name."""
+    namespace: pulumi.Output[str]
+    """Kubernetes namespace holding every Slurm object."""
+    login_address: pulumi.Output[str]
+    """Where to ``ssh``: the login Service's LoadBalancer hostname or IP, else its ClusterIP."""
+    controller_host: pulumi.Output[str]
+    """Cluster DNS name of the slurmctld pod (SlurmctldHost)."""
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig of the Kubernetes cluster this component created (exec-plugin auth, no credential
+    inside; a secret output); empty when an existing cluster is used."""
+    node_pools: pulumi.Output[dict[str, str]]
+    """Cloud node pool (GKE) / node group (EKS) name per worker group; empty on local clusters."""
+    slurm_files: pulumi.Output[dict[str, str]]
+    """The rendered Slurm files (slurm.conf, gres.conf, cgroup.conf, topology, ``scripts/*``), by path
+    relative to /etc/slurm."""
+
+    def __init__(
+        self,
+        name: str,
+        args: "ClusterArgs | Mapping[str, Any] | ClusterDeclaration | ClusterPlan",
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        # The plan is built before the component registers, so a bad declaration declares nothing.
+        self.plan: ClusterPlan = as_plan(args)
+        super().__init__(tokens.CLUSTER, name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.cloud: CloudComponent = deploy_cloud(self.plan, child, name=name)
+        result = self.cloud.result
+        self.slurm: SlurmCluster = SlurmCluster(name, self.plan, result, child)
+
+        self.cluster_name = pulumi.Output.from_input(self.plan.name)
+        self.namespace = pulumi.Output.from_input(self.plan.namespace)
+        self.login_address = _login_address(self.slurm.objects[f"Service/{naming.LOGIN}"])
+        self.controller_host = pulumi.Output.from_input(naming.controller_host(self.plan.namespace))
+        self.kubeconfig = pulumi.Output.secret(result.kubeconfig if result.kubeconfig is not None else "")
+        self.node_pools = _string_map(result.node_pool_names)
+        self.slurm_files = pulumi.Output.from_input(self.slurm.files.all())
+        self.register_outputs(dict(zip(OUTPUT_KEYS, self._outputs(), strict=True)))
+
+    def _outputs(self) -> tuple[pulumi.Output[Any], ...]:
+        return (
+            self.cluster_name,
+            self.namespace,
+            self.login_address,
+            self.controller_host,
+            self.kubeconfig,
+            self.node_pools,
+            self.slurm_files,
+        )
+
+
+# Pulumi's component analyzer (the cross-language schema) reads the ``args`` annotation and understands
+# TypedDicts only; the other accepted forms are for Python callers.
+Cluster.__init__.__annotations__["args"] = ClusterArgs
