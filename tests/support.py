@@ -40,3 +40,14 @@ def deploy(plan: ClusterPlan) -> OfflineRun[CloudResult]:
 def count_by_type(regs: list[Registration]) -> dict[str, int]:
     """Registrations per resource type."""
     return dict(Counter(r.type for r in regs))
+
+
+def ancestors(regs: list[Registration], reg: Registration) -> list[str]:
+    """URNs of the components above ``reg``, nearest first."""
+    by_urn = {r.urn: r for r in regs}
+    out: list[str] = []
+    parent = by_urn.get(reg.parent)
+    while parent is not None:
+        out.append(parent.urn)
+        parent = by_urn.get(parent.parent)
+    return out

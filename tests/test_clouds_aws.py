@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from slonk_infra import tokens
 from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
 from slonk_infra.catalog import load_catalog
 from slonk_infra.clouds.aws import (
@@ -18,7 +19,7 @@ from slonk_infra.clouds.aws import (
 from slonk_infra.clouds.common import SYSTEM_POOL
 from slonk_infra.offline import FAKE_VPC_CIDR, OfflineRun, run_offline
 from slonk_infra.plan import ClusterPlan, build_plan
-from tests.support import count_by_type, declaration, deploy, with_nodes
+from tests.support import ancestors, count_by_type, declaration, deploy, with_nodes
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -64,7 +65,13 @@ def test_component_parents_and_names_every_child(run: OfflineRun[CloudResult]) -
     [component] = run.of_type(TOKEN)
     children = [r for r in run.registrations if r is not component]
     for child in children:
-        assert child.parent == component.urn, child.name
+        # Directly, or through a worker-group / shared-storage component of its own.
+        assert component.urn in ancestors(run.registrations, child), child.name
+        if child.parent != component.urn:
+            assert run.registrations[[r.urn for r in run.registrations].index(child.parent)].type in (
+                tokens.AWS_WORKER_GROUP,
+                tokens.AWS_SHARED_STORAGE,
+            ), child.name
         assert child.name.startswith(f"{component.name}-"), child.name
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pulumi
 import pytest
 
+from slonk_infra import tokens
 from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
 from slonk_infra.catalog import load_catalog, topology_chips
 from slonk_infra.clouds.common import SYSTEM_POOL
@@ -14,7 +15,7 @@ from slonk_infra.clouds.gcp import TOKEN, TOPOLOGY_LABELS, GcpInfrastructure, fi
 from slonk_infra.offline import OfflineRun, run_offline
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.stacks import load_declaration
-from tests.support import count_by_type, declaration, deploy, with_nodes
+from tests.support import ancestors, count_by_type, declaration, deploy, with_nodes
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
@@ -50,7 +51,13 @@ def test_component_parents_and_names_every_child(run: OfflineRun[CloudResult]) -
     children = [r for r in run.registrations if r is not component]
     assert children
     for child in children:
-        assert child.parent == component.urn, child.name
+        # Directly, or through a worker-group / shared-storage component of its own.
+        assert component.urn in ancestors(run.registrations, child), child.name
+        if child.parent != component.urn:
+            assert run.registrations[[r.urn for r in run.registrations].index(child.parent)].type in (
+                tokens.GCP_WORKER_GROUP,
+                tokens.GCP_SHARED_STORAGE,
+            ), child.name
         assert child.name.startswith(f"{component.name}-"), child.name
 
 

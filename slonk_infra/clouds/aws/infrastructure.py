@@ -1,6 +1,6 @@
-"""EKS adapter: a cluster (or an existing one), one managed node group per worker group, EFS and FSx.
+"""EKS adapter: a cluster (or an existing one), one worker-group component per worker group, EFS and FSx.
 
-Per worker group:
+Per worker group, one :class:`~slonk_infra.clouds.aws.worker_group.AwsWorkerGroup`:
 
 - CPU group: one ``aws.eks.NodeGroup``.
 - GPU group: one ``aws.ec2.LaunchTemplate`` and one ``aws.eks.NodeGroup``, plus one
@@ -8,7 +8,9 @@ Per worker group:
 
 Everything else is constant for a declaration: IAM roles, the cluster, access entries per admin,
 add-ons, the device-plugin Helm releases, the system node group, one EFA security group, one
-storage security group, and per storage entry a filesystem (plus one EFS mount target per subnet).
+storage security group, and per storage entry one
+:class:`~slonk_infra.clouds.aws.storage.AwsSharedStorage` (a filesystem, plus one EFS mount target
+per subnet).
 Node groups, filesystems and add-ons depend only on the cluster and IAM, so they are created in
 parallel.
 """
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -27,19 +28,26 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from slonk_infra import tokens
-from slonk_infra.binding import CloudResult, VolumeSource
+from slonk_infra.binding import CloudResult
+from slonk_infra.clouds.aws.storage import AwsSharedStorage, AwsSharedStorageArgs
+from slonk_infra.clouds.aws.worker_group import (
+    CPU_AMI,
+    CPU_DISK_GIB,
+    AwsWorkerGroup,
+    AwsWorkerGroupArgs,
+    efa_interfaces,
+)
 from slonk_infra.clouds.common import (
     SYSTEM_LABELS,
     SYSTEM_NODES,
     SYSTEM_POOL,
     CloudComponent,
-    cloud_effect,
     cloud_storage,
     exec_kubeconfig,
     existing_cluster_provider,
 )
-from slonk_infra.declaration import AwsSpec, StorageSpec
-from slonk_infra.plan import ClusterPlan, WorkerGroup
+from slonk_infra.declaration import AwsSpec
+from slonk_infra.plan import ClusterPlan
 
 TOKEN = tokens.AWS_INFRASTRUCTURE
 SYSTEM_INSTANCE = "m7i.2xlarge"
@@ -49,11 +57,6 @@ TOPOLOGY_LABELS = (
     "topology.k8s.aws/network-node-layer-2",
     "topology.k8s.aws/network-node-layer-3",
 )
-GPU_AMI = "AL2023_x86_64_NVIDIA"
-CPU_AMI = "AL2023_x86_64_STANDARD"
-ROOT_VOLUME_GIB = 512  # CUDA images are tens of GiB; the EKS default root volume is 20 GiB
-CPU_DISK_GIB = 200
-
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 CLUSTER_ROLE_POLICIES = ("arn:aws:iam::aws:policy/AmazonEKSClusterPolicy",)
 NODE_ROLE_POLICIES = (
@@ -70,78 +73,6 @@ STORAGE_ADDONS = {"efs": "aws-efs-csi-driver", "fsx-lustre": "aws-fsx-csi-driver
 NVIDIA_PLUGIN_CHART = ("nvidia-device-plugin", "0.20.0", "https://nvidia.github.io/k8s-device-plugin")
 EFA_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts")
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-
-FSX_DEFAULT_DEPLOYMENT = "PERSISTENT_2"
-# MB/s per TiB; PERSISTENT_1 SSD accepts 50/100/200, PERSISTENT_2 125/250/500/1000.
-FSX_THROUGHPUT = {"PERSISTENT_1": 200, "PERSISTENT_2": 250}
-EFS_CSI_DRIVER = "efs.csi.aws.com"
-FSX_CSI_DRIVER = "fsx.csi.aws.com"
-
-# What EKS rejects in a node group's launch template, by normalised key (lower case, no "_").
-_FORBIDDEN_LT_KEYS = {
-    "subnetid": "SubnetId (EKS places instances in the node group's subnets)",
-    "iaminstanceprofile": "IamInstanceProfile (EKS uses the node group's role)",
-    "requestspotinstances": "RequestSpotInstances (use capacity_type SPOT)",
-    "spotoptions": "spot options (use capacity_type SPOT)",
-    "hibernationoptions": "HibernationOptions",
-    "terminateinstances": "TerminateInstances",
-    "instanceinitiatedshutdownbehavior": "instance-initiated shutdown behaviour (TerminateInstances)",
-}
-
-
-def launch_template_violations(inputs: Mapping[str, Any]) -> list[str]:
-    """What in a launch template's inputs (snake_case or wire camelCase) EKS managed node groups reject.
-
-    EKS's ``LaunchTemplateSpecification`` says the template cannot include SubnetId,
-    IamInstanceProfile, RequestSpotInstances, HibernationOptions or TerminateInstances; such a
-    template fails only at deploy time, so this check runs in tests and can run in policies.
-    """
-    found: list[str] = []
-
-    def walk(value: Any, path: str) -> None:
-        if isinstance(value, Mapping):
-            for key, item in value.items():
-                norm = str(key).replace("_", "").lower()
-                where = f"{path}.{key}" if path else str(key)
-                if norm in _FORBIDDEN_LT_KEYS and item not in (None, [], {}):
-                    found.append(f"{where}: {_FORBIDDEN_LT_KEYS[norm]}")
-                elif norm == "markettype" and str(item).lower() == "spot":
-                    found.append(f"{where}: spot market (use capacity_type SPOT)")
-                walk(item, where)
-        elif isinstance(value, list | tuple):
-            for i, item in enumerate(value):
-                walk(item, f"{path}[{i}]")
-
-    walk(inputs, "")
-    return found
-
-
-def fsx_storage_capacity(deployment: str, gib: int) -> int:
-    """Smallest FSx for Lustre SSD capacity of at least ``gib`` that the deployment type accepts.
-
-    1,200 and 2,400 GiB, then multiples of 3,600 GiB (SCRATCH_1) or 2,400 GiB (the others).
-    """
-    if gib <= 1200:
-        return 1200
-    if gib <= 2400:
-        return 2400
-    step = 3600 if deployment == "SCRATCH_1" else 2400
-    return math.ceil(gib / step) * step
-
-
-def efa_interfaces(group: WorkerGroup) -> int:
-    """EFA interfaces a node of the group gets: one per network card, as far as the machine has EFAs."""
-    machine = group.machine
-    return min(machine.network_cards, machine.efa_interfaces)
-
-
-def capacity_type(group: WorkerGroup) -> str:
-    """EKS node group capacity type: SPOT, CAPACITY_BLOCK or ON_DEMAND."""
-    if group.spot:
-        return "SPOT"
-    if group.reservation is not None and group.reservation.capacity_block:
-        return "CAPACITY_BLOCK"
-    return "ON_DEMAND"
 
 
 def _principal_slug(arn: str) -> str:
@@ -208,24 +139,55 @@ class AwsInfrastructure(CloudComponent):
             provider = existing_cluster_provider(self.child_name("k8s"), decl.kubernetes, self.child_opts())
 
         efa_sg = self._efa_security_group() if self.efa_groups else None
-        group_opts = self.child_opts(delete_before_replace=True, depends_on=node_role_deps)
-        self.system_group = self._system_group(cluster_name, node_role_arn, group_opts)
-        self.launch_templates: dict[str, aws.ec2.LaunchTemplate] = {}
-        self.placement_groups: dict[str, aws.ec2.PlacementGroup] = {}
-        self.node_groups: dict[str, aws.eks.NodeGroup] = {
-            g.name: self._node_group(g, cluster_name, node_role_arn, cluster_sg, efa_sg, group_opts)
+        self.system_group = self._system_group(
+            cluster_name, node_role_arn, self.child_opts(delete_before_replace=True, depends_on=node_role_deps)
+        )
+        self.worker_groups: dict[str, AwsWorkerGroup] = {
+            g.name: AwsWorkerGroup(
+                self.child_name("group", g.name),
+                AwsWorkerGroupArgs(
+                    group=g,
+                    cluster_name=cluster_name,
+                    node_role_arn=node_role_arn,
+                    subnet_ids=self.subnets,
+                    cluster_security_group=cluster_sg,
+                    efa_security_group=efa_sg.id if efa_sg is not None else None,
+                    tag_prefix=self.plan.name,
+                    child_prefix=self._name,
+                    depends_on=node_role_deps,
+                ),
+                self.child_opts(),
+            )
             for g in plan.groups
+        }
+        self.node_groups: dict[str, aws.eks.NodeGroup] = {n: w.node_group for n, w in self.worker_groups.items()}
+        self.launch_templates: dict[str, aws.ec2.LaunchTemplate] = {
+            n: w.launch_template for n, w in self.worker_groups.items() if w.launch_template is not None
+        }
+        self.placement_groups: dict[str, aws.ec2.PlacementGroup] = {
+            n: w.placement_group for n, w in self.worker_groups.items() if w.placement_group is not None
         }
         if self.cluster is not None:
             self._addons(self.cluster, {vol.kind for vol in storage})
             self._device_plugins(provider)
 
-        self.filesystems: dict[str, pulumi.CustomResource] = {}
-        volumes: dict[str, VolumeSource] = {}
+        self.storage: dict[str, AwsSharedStorage] = {}
         if storage:
             storage_sg = self._storage_security_group({vol.kind for vol in storage})
             for vol in storage:
-                volumes[vol.name] = self._efs(vol, storage_sg) if vol.kind == "efs" else self._fsx(vol, storage_sg)
+                self.storage[vol.name] = AwsSharedStorage(
+                    self.child_name("storage", vol.name),
+                    AwsSharedStorageArgs(
+                        volume=vol,
+                        subnet_ids=self.subnets,
+                        security_group=storage_sg.id,
+                        tag_prefix=self.plan.name,
+                        child_prefix=self._name,
+                    ),
+                    self.child_opts(),
+                )
+        self.filesystems: dict[str, pulumi.CustomResource] = {n: c.filesystem for n, c in self.storage.items()}
+        volumes = {n: c.source for n, c in self.storage.items()}
 
         self.result = CloudResult(
             provider=provider,
@@ -438,125 +400,6 @@ class AwsInfrastructure(CloudComponent):
             opts=opts,
         )
 
-    def _node_group(
-        self,
-        group: WorkerGroup,
-        cluster_name: pulumi.Input[str],
-        role_arn: pulumi.Input[str],
-        cluster_sg: pulumi.Input[str],
-        efa_sg: aws.ec2.SecurityGroup | None,
-        opts: pulumi.ResourceOptions,
-    ) -> aws.eks.NodeGroup:
-        gpu = group.kind == "gpu"
-        template = None
-        if gpu:
-            lt = self._launch_template(group, cluster_sg, efa_sg)
-            template = aws.eks.NodeGroupLaunchTemplateArgs(id=lt.id, version=lt.latest_version.apply(str))
-        return aws.eks.NodeGroup(
-            self.child_name("nodegroup", group.name),
-            aws.eks.NodeGroupArgs(
-                cluster_name=cluster_name,
-                node_group_name=group.name,
-                node_role_arn=role_arn,
-                # One subnet (one AZ) for GPU groups: the placement group, the reservation and the
-                # FSx filesystem sit in it.
-                subnet_ids=self.subnets[:1] if gpu else self.subnets,
-                instance_types=[group.machine.name],
-                ami_type=GPU_AMI if gpu else CPU_AMI,
-                capacity_type=capacity_type(group),
-                disk_size=None if template else CPU_DISK_GIB,
-                launch_template=template,
-                labels=dict(group.node_labels),
-                taints=[
-                    aws.eks.NodeGroupTaintArgs(key=t.key, value=t.value or None, effect=cloud_effect(t))
-                    for t in group.taints
-                ]
-                or None,
-                # min 0 so a group can be emptied (Capacity Block ending, upgrade of a block group)
-                # without a change here; desired = max = the declared nodes, which is what the
-                # worker StatefulSet expects.
-                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                    min_size=0, desired_size=group.replicas, max_size=group.replicas
-                ),
-                update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-            ),
-            opts=opts,
-        )
-
-    def _launch_template(
-        self, group: WorkerGroup, cluster_sg: pulumi.Input[str], efa_sg: aws.ec2.SecurityGroup | None
-    ) -> aws.ec2.LaunchTemplate:
-        reservation = group.reservation
-        placement = None
-        # A reservation (ODCR or Capacity Block) already decides where its instances go; a cluster
-        # placement group the reservation was not made in would make launches fail.
-        if group.compact_placement and reservation is None:
-            pg = aws.ec2.PlacementGroup(
-                self.child_name("placement", group.name),
-                aws.ec2.PlacementGroupArgs(strategy="cluster", tags={"Name": f"{self.plan.name}-{group.name}"}),
-                opts=self.child_opts(),
-            )
-            self.placement_groups[group.name] = pg
-            placement = aws.ec2.LaunchTemplatePlacementArgs(group_name=pg.name)
-        interfaces = None
-        count = efa_interfaces(group)
-        if count and efa_sg is not None:
-            # With interfaces in the template EKS no longer adds the cluster security group itself.
-            groups = [cluster_sg, efa_sg.id]
-            interfaces = [
-                aws.ec2.LaunchTemplateNetworkInterfaceArgs(
-                    network_card_index=card,
-                    device_index=0 if card == 0 else 1,
-                    interface_type="efa" if card == 0 else "efa-only",
-                    security_groups=groups,
-                    delete_on_termination="true",
-                )
-                for card in range(count)
-            ]
-        lt = aws.ec2.LaunchTemplate(
-            self.child_name("lt", group.name),
-            aws.ec2.LaunchTemplateArgs(
-                description=f"slonk-infra {self.plan.name}: {group.name}",
-                update_default_version=True,
-                block_device_mappings=[
-                    aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                        device_name="/dev/xvda",
-                        ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                            volume_size=ROOT_VOLUME_GIB,
-                            volume_type="gp3",
-                            encrypted="true",
-                            delete_on_termination="true",
-                        ),
-                    )
-                ],
-                network_interfaces=interfaces,
-                placement=placement,
-                capacity_reservation_specification=(
-                    aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-                        capacity_reservation_target=(
-                            aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                                capacity_reservation_id=reservation.name
-                            )
-                        )
-                    )
-                    if reservation is not None
-                    else None
-                ),
-                instance_market_options=(
-                    aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
-                    if reservation is not None and reservation.capacity_block
-                    else None
-                ),
-                metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                    http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
-                ),
-                tags={"Name": f"{self.plan.name}-{group.name}"},
-            ),
-            opts=self.child_opts(),
-        )
-        self.launch_templates[group.name] = lt
-        return lt
-
     # -- storage ---------------------------------------------------------------------------------
     def _storage_security_group(self, kinds: set[str]) -> aws.ec2.SecurityGroup:
         vpc = aws.ec2.get_vpc_output(id=self.aws.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self))
@@ -587,63 +430,3 @@ class AwsInfrastructure(CloudComponent):
             ),
             opts=self.child_opts(),
         )
-
-    def _efs(self, vol: StorageSpec, sg: aws.ec2.SecurityGroup) -> VolumeSource:
-        fs = aws.efs.FileSystem(
-            self.child_name("efs", vol.name),
-            aws.efs.FileSystemArgs(
-                encrypted=True,
-                performance_mode="generalPurpose",
-                throughput_mode="elastic",
-                tags={"Name": f"{self.plan.name}-{vol.name}"},
-            ),
-            opts=self.stateful_opts(),
-        )
-        self.filesystems[vol.name] = fs
-        # EFS allows one mount target per AZ; the declaration's subnets are one per AZ.
-        targets = [
-            aws.efs.MountTarget(
-                self.child_name("efs", vol.name, subnet),
-                aws.efs.MountTargetArgs(file_system_id=fs.id, subnet_id=subnet, security_groups=[sg.id]),
-                opts=self.child_opts(),
-            )
-            for subnet in self.subnets
-        ]
-        pv_source = {"csi": {"driver": EFS_CSI_DRIVER, "volumeHandle": fs.id}}
-        return VolumeSource(name=vol.name, pv_source=pv_source, depends_on=(fs, *targets))
-
-    def _fsx(self, vol: StorageSpec, sg: aws.ec2.SecurityGroup) -> VolumeSource:
-        deployment = (vol.tier or FSX_DEFAULT_DEPLOYMENT).upper()
-        persistent = deployment.startswith("PERSISTENT")
-        fs = aws.fsx.LustreFileSystem(
-            self.child_name("fsx", vol.name),
-            aws.fsx.LustreFileSystemArgs(
-                # One subnet (a string in this SDK): the GPU groups' subnet, so I/O stays in one AZ.
-                subnet_ids=self.subnets[0],
-                security_group_ids=[sg.id],
-                deployment_type=deployment,
-                storage_capacity=fsx_storage_capacity(deployment, vol.capacity_gib),
-                per_unit_storage_throughput=FSX_THROUGHPUT.get(deployment),
-                metadata_configuration=(
-                    aws.fsx.LustreFileSystemMetadataConfigurationArgs(mode="AUTOMATIC")
-                    if deployment == "PERSISTENT_2"
-                    else None
-                ),
-                file_system_type_version="2.15",
-                data_compression_type="LZ4",
-                # FSx has no deletion protection; a final backup is the cloud-side safety net.
-                skip_final_backup=False if persistent else None,
-                tags={"Name": f"{self.plan.name}-{vol.name}"},
-            ),
-            opts=self.stateful_opts(),
-        )
-        self.filesystems[vol.name] = fs
-        pv_source = {
-            "csi": {
-                "driver": FSX_CSI_DRIVER,
-                "volumeHandle": fs.id,
-                "volumeAttributes": {"dnsname": fs.dns_name, "mountname": fs.mount_name},
-            },
-            "mountOptions": ["flock"],
-        }
-        return VolumeSource(name=vol.name, pv_source=pv_source, depends_on=(fs,))

@@ -1,0 +1,160 @@
+"""One GKE worker group as a component: its node pool (GPU VMs or one TPU slice), plus the workload
+policy a multi-host tpu7x slice is placed by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_gcp as gcp
+
+from slonk_infra import naming, tokens
+from slonk_infra.clouds.common import cloud_effect
+from slonk_infra.plan import WorkerGroup
+
+# TPU generations whose VMs boot only from Hyperdisk (GKE's default boot disk is pd-balanced).
+HYPERDISK_ONLY_TPUS = frozenset({"tpu7x"})
+GPU_LABEL_KEY = "cloud.google.com/gke-accelerator"
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+
+
+@dataclass(frozen=True)
+class GcpWorkerGroupArgs:
+    """Inputs of one GKE worker group."""
+
+    group: WorkerGroup
+    """The planned group (machine or TPU slice, replicas, labels, taints, reservation, placement)."""
+    cluster: pulumi.Input[str]
+    """GKE cluster id (``projects/P/locations/L/clusters/C``)."""
+    project: str
+    """GCP project."""
+    region: str
+    """Cluster region."""
+    zone: str
+    """Zone of the pool's nodes (GPU and TPU capacity is zonal)."""
+    workload_policy: bool = False
+    """Place the slice with a workload policy (multi-host slices of generations that need one)."""
+    child_prefix: str = ""
+    """Prefix of the children's logical names (default: the component's name)."""
+
+
+class GcpWorkerGroup(pulumi.ComponentResource):
+    """A GPU, CPU or TPU-slice worker group on GKE: one NodePool (+ a ResourcePolicy for tpu7x slices)."""
+
+    node_pool: gcp.container.NodePool
+    node_pool_name: pulumi.Output[str]
+
+    def __init__(self, name: str, args: GcpWorkerGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(tokens.GCP_WORKER_GROUP, name, None, opts)
+        self._args = args
+        self._prefix = args.child_prefix or name
+        self.node_pool = self._node_pool()
+        self.node_pool_name = self.node_pool.name
+        self.register_outputs({"nodePoolName": self.node_pool_name})
+
+    def _node_pool(self) -> gcp.container.NodePool:
+        group, args = self._args.group, self._args
+        placement = self._tpu_placement(group) if group.kind == "tpu" else self._vm_placement(group)
+        network = None
+        if group.kind == "gpu" and group.machine.gpu_nics > 0:
+            # GKE creates and attaches the GPU NIC networks itself for the machine's profile.
+            network = gcp.container.NodePoolNetworkConfigArgs(accelerator_network_profile="auto")
+        return gcp.container.NodePool(
+            f"{self._prefix}-pool-{group.name}",
+            gcp.container.NodePoolArgs(
+                cluster=args.cluster,
+                name=naming.node_pool(group.name),
+                project=self._args.project,
+                location=self._args.region,
+                node_locations=[args.zone],
+                node_count=group.replicas,
+                placement_policy=placement,
+                network_config=network,
+                management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
+                # GPU capacity has no spare VM to surge into (a full reservation, a stocked-out
+                # zone): upgrade by replacing one node at a time instead. TPU slices are upgraded
+                # as a whole by GKE and keep its default.
+                upgrade_settings=(
+                    gcp.container.NodePoolUpgradeSettingsArgs(strategy="SURGE", max_surge=0, max_unavailable=1)
+                    if group.kind == "gpu"
+                    else None
+                ),
+                node_config=self._node_config(group),
+            ),
+            # The pool keeps the group's name, so a replacement must remove the old pool first; for
+            # reserved capacity that is also the only order that fits.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+        )
+
+    def _node_config(self, group: WorkerGroup) -> gcp.container.NodePoolNodeConfigArgs:
+        machine = group.machine
+        accelerators = None
+        if group.kind == "gpu":
+            if machine.accelerator is None or machine.label is None or machine.label.key != GPU_LABEL_KEY:
+                raise ValueError(f"{machine.name}: a GKE GPU machine needs a {GPU_LABEL_KEY} label in the catalog")
+            # A3/A4 machines come with their GPUs, but the driver setting lives on this block.
+            accelerators = [
+                gcp.container.NodePoolNodeConfigGuestAcceleratorArgs(
+                    type=machine.label.value,
+                    count=machine.accelerator.count,
+                    gpu_driver_installation_config=(
+                        gcp.container.NodePoolNodeConfigGuestAcceleratorGpuDriverInstallationConfigArgs(
+                            gpu_driver_version="LATEST"
+                        )
+                    ),
+                )
+            ]
+        reservation = None
+        if group.reservation is not None:
+            reservation = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+                consume_reservation_type="SPECIFIC_RESERVATION",
+                key=RESERVATION_KEY,
+                values=[group.reservation.name],
+            )
+        return gcp.container.NodePoolNodeConfigArgs(
+            machine_type=machine.name,
+            labels=dict(group.node_labels),
+            taints=[
+                gcp.container.NodePoolNodeConfigTaintArgs(key=t.key, value=t.value, effect=cloud_effect(t))
+                for t in group.taints
+            ]
+            or None,
+            guest_accelerators=accelerators,
+            gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True) if group.kind != "tpu" else None,
+            spot=group.spot,
+            reservation_affinity=reservation,
+            disk_type="hyperdisk-balanced" if group.tpu_generation in HYPERDISK_ONLY_TPUS else None,
+            workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+            oauth_scopes=[CLOUD_PLATFORM_SCOPE],
+        )
+
+    def _vm_placement(self, group: WorkerGroup) -> gcp.container.NodePoolPlacementPolicyArgs | None:
+        # A reservation fixes where its VMs are; asking for a placement the reservation was not
+        # created with makes VM creation fail, so reserved groups take the reservation's placement.
+        if group.compact_placement and group.reservation is None:
+            return gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
+        return None
+
+    def _tpu_placement(self, group: WorkerGroup) -> gcp.container.NodePoolPlacementPolicyArgs | None:
+        # A single-host slice is one VM: nothing to place, and GKE infers its topology.
+        if group.replicas <= 1:
+            return None
+        if self._args.workload_policy:
+            # tpu7x slices are placed by a workload policy. The SDK requires a type next to
+            # the policy name, and COMPACT is the only type there is.
+            policy = gcp.compute.ResourcePolicy(
+                f"{self._prefix}-workload-policy-{group.name}",
+                gcp.compute.ResourcePolicyArgs(
+                    project=self._args.project,
+                    region=self._args.region,
+                    workload_policy=gcp.compute.ResourcePolicyWorkloadPolicyArgs(
+                        type="HIGH_THROUGHPUT", accelerator_topology=group.tpu_topology
+                    ),
+                ),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            return gcp.container.NodePoolPlacementPolicyArgs(
+                type="COMPACT", policy_name=policy.name, tpu_topology=group.tpu_topology
+            )
+        return gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=group.tpu_topology)
