@@ -1,6 +1,8 @@
 """Cloud layer: one adapter per target gives the Slurm layer the same :class:`CloudResult`.
 
-``deploy_cloud(plan)`` picks the adapter from ``plan.declaration.cloud``:
+``deploy_cloud(plan)`` picks the adapter from ``plan.declaration.cloud`` through the registry
+(:mod:`slonk_infra.clouds.registry`); each adapter also owns its declaration rules
+(:mod:`slonk_infra.clouds.rules`):
 
 - ``gcp``: :class:`~slonk_infra.clouds.gcp.GcpInfrastructure` (GKE, node pools, Filestore)
 - ``aws``: :class:`~slonk_infra.clouds.aws.AwsInfrastructure` (EKS, node groups with EFA, EFS, FSx)
@@ -15,6 +17,7 @@ from __future__ import annotations
 import pulumi
 
 from slonk_infra.clouds.common import CloudComponent
+from slonk_infra.clouds.registry import rules_for
 from slonk_infra.plan import ClusterPlan
 
 __all__ = ["CloudComponent", "deploy_cloud"]
@@ -27,18 +30,4 @@ def deploy_cloud(
 
     Its ``result`` (a :class:`~slonk_infra.binding.CloudResult`) is what the Slurm layer consumes.
     """
-    cloud = plan.declaration.cloud
-    # Imported here so a local stack never loads the GCP and AWS SDKs.
-    if cloud == "gcp":
-        from slonk_infra.clouds.gcp import GcpInfrastructure
-
-        return GcpInfrastructure(name or plan.name, plan, opts)
-    if cloud == "aws":
-        from slonk_infra.clouds.aws import AwsInfrastructure
-
-        return AwsInfrastructure(name or plan.name, plan, opts)
-    if cloud == "local":
-        from slonk_infra.clouds.local import LocalInfrastructure
-
-        return LocalInfrastructure(name or plan.name, plan, opts)
-    raise ValueError(f"no cloud adapter for {cloud!r}; known: gcp, aws, local")
+    return rules_for(plan.declaration.cloud).deploy(name or plan.name, plan, opts)

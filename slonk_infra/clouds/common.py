@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from slonk_infra import naming
 from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
+from slonk_infra.clouds import rules
 from slonk_infra.declaration import KubernetesSpec, StorageSpec, Taint
 from slonk_infra.plan import ClusterPlan
 
@@ -20,9 +21,8 @@ SYSTEM_POOL = naming.SYSTEM_POOL
 SYSTEM_NODES = 2
 SYSTEM_LABELS: dict[str, str] = {SYSTEM_ROLE_LABEL: SYSTEM_ROLE}
 
-# Storage kinds the Kubernetes layer provisions itself (an in-cluster NFS server, or an NFS
-# export that already exists); adapters create nothing for them on any cloud.
-KUBERNETES_STORAGE = frozenset({"nfs-server", "nfs-export"})
+# Storage kinds the Kubernetes layer provisions itself; adapters create nothing for them on any cloud.
+KUBERNETES_STORAGE = rules.KUBERNETES_STORAGE
 
 # GKE and EKS spell taint effects the same way, and differently from Kubernetes.
 _EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}

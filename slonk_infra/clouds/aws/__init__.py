@@ -3,26 +3,48 @@ placement group), shared storage components (EFS, FSx for Lustre)."""
 
 from __future__ import annotations
 
-from slonk_infra.clouds.aws.infrastructure import (
-    EFA_PLUGIN_CHART,
-    NVIDIA_PLUGIN_CHART,
-    TOKEN,
-    TOPOLOGY_LABELS,
-    AwsInfrastructure,
-)
-from slonk_infra.clouds.aws.storage import (
-    FSX_DEFAULT_DEPLOYMENT,
-    AwsSharedStorage,
-    AwsSharedStorageArgs,
-    fsx_storage_capacity,
-)
-from slonk_infra.clouds.aws.worker_group import (
-    AwsWorkerGroup,
-    AwsWorkerGroupArgs,
-    capacity_type,
-    efa_interfaces,
-    launch_template_violations,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slonk_infra.clouds.aws.infrastructure import (
+        EFA_PLUGIN_CHART,
+        NVIDIA_PLUGIN_CHART,
+        TOKEN,
+        TOPOLOGY_LABELS,
+        AwsInfrastructure,
+    )
+    from slonk_infra.clouds.aws.storage import (
+        FSX_DEFAULT_DEPLOYMENT,
+        AwsSharedStorage,
+        AwsSharedStorageArgs,
+        fsx_storage_capacity,
+    )
+    from slonk_infra.clouds.aws.worker_group import (
+        AwsWorkerGroup,
+        AwsWorkerGroupArgs,
+        capacity_type,
+        efa_interfaces,
+        launch_template_violations,
+    )
+
+# Imported on first use, so the rules module can be read without loading the cloud SDK.
+_WHERE = {
+    "EFA_PLUGIN_CHART": "slonk_infra.clouds.aws.infrastructure",
+    "FSX_DEFAULT_DEPLOYMENT": "slonk_infra.clouds.aws.storage",
+    "NVIDIA_PLUGIN_CHART": "slonk_infra.clouds.aws.infrastructure",
+    "TOKEN": "slonk_infra.clouds.aws.infrastructure",
+    "TOPOLOGY_LABELS": "slonk_infra.clouds.aws.infrastructure",
+    "AwsInfrastructure": "slonk_infra.clouds.aws.infrastructure",
+    "AwsSharedStorage": "slonk_infra.clouds.aws.storage",
+    "AwsSharedStorageArgs": "slonk_infra.clouds.aws.storage",
+    "AwsWorkerGroup": "slonk_infra.clouds.aws.worker_group",
+    "AwsWorkerGroupArgs": "slonk_infra.clouds.aws.worker_group",
+    "capacity_type": "slonk_infra.clouds.aws.worker_group",
+    "efa_interfaces": "slonk_infra.clouds.aws.worker_group",
+    "fsx_storage_capacity": "slonk_infra.clouds.aws.storage",
+    "launch_template_violations": "slonk_infra.clouds.aws.worker_group",
+}
 
 __all__ = [
     "EFA_PLUGIN_CHART",
@@ -40,3 +62,9 @@ __all__ = [
     "fsx_storage_capacity",
     "launch_template_violations",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

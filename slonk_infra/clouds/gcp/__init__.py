@@ -3,15 +3,33 @@ slices), one shared-storage component per Filestore volume."""
 
 from __future__ import annotations
 
-from slonk_infra.clouds.gcp.infrastructure import TOKEN, TOPOLOGY_LABELS, GcpInfrastructure
-from slonk_infra.clouds.gcp.storage import (
-    FILESTORE_DEFAULT_TIER,
-    GcpSharedStorage,
-    GcpSharedStorageArgs,
-    filestore_location,
-    filestore_share,
-)
-from slonk_infra.clouds.gcp.worker_group import GcpWorkerGroup, GcpWorkerGroupArgs
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from slonk_infra.clouds.gcp.infrastructure import TOKEN, TOPOLOGY_LABELS, GcpInfrastructure
+    from slonk_infra.clouds.gcp.storage import (
+        FILESTORE_DEFAULT_TIER,
+        GcpSharedStorage,
+        GcpSharedStorageArgs,
+        filestore_location,
+        filestore_share,
+    )
+    from slonk_infra.clouds.gcp.worker_group import GcpWorkerGroup, GcpWorkerGroupArgs
+
+# Imported on first use, so the rules module can be read without loading the cloud SDK.
+_WHERE = {
+    "FILESTORE_DEFAULT_TIER": "slonk_infra.clouds.gcp.storage",
+    "TOKEN": "slonk_infra.clouds.gcp.infrastructure",
+    "TOPOLOGY_LABELS": "slonk_infra.clouds.gcp.infrastructure",
+    "GcpInfrastructure": "slonk_infra.clouds.gcp.infrastructure",
+    "GcpSharedStorage": "slonk_infra.clouds.gcp.storage",
+    "GcpSharedStorageArgs": "slonk_infra.clouds.gcp.storage",
+    "GcpWorkerGroup": "slonk_infra.clouds.gcp.worker_group",
+    "GcpWorkerGroupArgs": "slonk_infra.clouds.gcp.worker_group",
+    "filestore_location": "slonk_infra.clouds.gcp.storage",
+    "filestore_share": "slonk_infra.clouds.gcp.storage",
+}
 
 __all__ = [
     "FILESTORE_DEFAULT_TIER",
@@ -25,3 +43,9 @@ __all__ = [
     "filestore_location",
     "filestore_share",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

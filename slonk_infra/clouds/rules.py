@@ -1,0 +1,106 @@
+"""What a cloud adapter owns besides its resources: the rules a declaration must meet on that cloud.
+
+Every adapter ships a module with a ``RULES`` object meeting :class:`CloudRules`; the plan asks the
+registry (:mod:`slonk_infra.clouds.registry`) for the declared cloud's rules and never names a cloud
+itself. The rules modules import no cloud SDK, so validating a declaration stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from slonk_infra.errors import Problem, choice
+
+if TYPE_CHECKING:
+    import pulumi
+
+    from slonk_infra.clouds.common import CloudComponent
+    from slonk_infra.declaration import ClusterDeclaration, StorageSpec
+    from slonk_infra.plan import ClusterPlan
+
+# Storage the Kubernetes layer provisions itself on every target (an in-cluster NFS server, or an
+# NFS export that already exists).
+KUBERNETES_STORAGE = frozenset({"nfs-server", "nfs-export"})
+
+
+class CloudRules(Protocol):
+    """The rules and the deployer of one target (``gcp``, ``aws``, ``local``)."""
+
+    cloud: str
+    """The declaration's ``cloud`` value this target answers to."""
+
+    @property
+    def storage_kinds(self) -> frozenset[str]:
+        """Storage kinds a declaration may use on this target (cloud filesystems and the Kubernetes ones)."""
+        ...
+
+    def storage_problems(self, index: int, volume: StorageSpec) -> list[Problem]:
+        """What is wrong with ``storage[index]`` on this target: tier, capacity, size steps."""
+        ...
+
+    def declaration_problems(self, declaration: ClusterDeclaration) -> list[Problem]:
+        """Checks only this target has (region, zone, its settings block, options it cannot honour)."""
+        ...
+
+    def deploy(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None) -> CloudComponent:
+        """Create the target's component for ``plan`` (imports the cloud SDK only now)."""
+        ...
+
+
+@dataclass(frozen=True)
+class StorageLimits:
+    """Capacity rules of one storage kind (or one tier of it), in GiB, with where they come from."""
+
+    minimum: int
+    maximum: int
+    step: int = 1
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class StorageRules:
+    """Storage rules shared by the adapters: tiers per kind and capacity limits per kind / tier."""
+
+    kinds: frozenset[str]
+    tiers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Keyed by kind, or by ``kind/TIER`` where a tier has its own limits.
+    limits: Mapping[str, StorageLimits] = field(default_factory=dict)
+    default_tiers: Mapping[str, str] = field(default_factory=dict)
+
+    def problems(self, index: int, volume: StorageSpec) -> list[Problem]:
+        """Tier and capacity problems of ``storage[index]``."""
+        out: list[Problem] = []
+        tier = volume.tier.upper() if volume.tier else self.default_tiers.get(volume.kind)
+        if volume.tier is not None:
+            tiers = self.tiers.get(volume.kind, ())
+            if not tiers:
+                with_tiers = ", ".join(sorted(self.tiers)) or "(none here)"
+                out.append(
+                    Problem(f"storage[{index}].tier", f"{volume.kind} has no tiers; tier applies to {with_tiers}")
+                )
+                return out
+            if volume.tier.upper() not in tiers:
+                out.append(Problem(f"storage[{index}].tier", choice(volume.tier.upper(), tiers, f"{volume.kind} tier")))
+                return out
+        limits = self.limits.get(f"{volume.kind}/{tier}") or self.limits.get(volume.kind)
+        if limits is None:
+            return out
+        what = f"{volume.kind} {tier}" if tier else volume.kind
+        gib = volume.capacity_gib
+        if not limits.minimum <= gib <= limits.maximum:
+            out.append(
+                Problem(
+                    f"storage[{index}].capacityGib",
+                    f"{gib} GiB is outside what {what} accepts: {limits.minimum}..{limits.maximum} GiB",
+                )
+            )
+        elif limits.step > 1 and (gib - limits.minimum) % limits.step:
+            out.append(
+                Problem(
+                    f"storage[{index}].capacityGib",
+                    f"{gib} GiB is not a size {what} offers: {limits.minimum} GiB plus steps of {limits.step} GiB",
+                )
+            )
+        return out
