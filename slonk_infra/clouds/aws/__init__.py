@@ -7,9 +7,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from slonk_infra.clouds.aws.addons import EFA_PLUGIN_CHART, NVIDIA_PLUGIN_CHART
     from slonk_infra.clouds.aws.infrastructure import (
-        EFA_PLUGIN_CHART,
-        NVIDIA_PLUGIN_CHART,
         TOKEN,
         TOPOLOGY_LABELS,
         AwsInfrastructure,
@@ -30,9 +29,9 @@ if TYPE_CHECKING:
 
 # Imported on first use, so the rules module can be read without loading the cloud SDK.
 _WHERE = {
-    "EFA_PLUGIN_CHART": "slonk_infra.clouds.aws.infrastructure",
+    "EFA_PLUGIN_CHART": "slonk_infra.clouds.aws.addons",
     "FSX_DEFAULT_DEPLOYMENT": "slonk_infra.clouds.aws.storage",
-    "NVIDIA_PLUGIN_CHART": "slonk_infra.clouds.aws.infrastructure",
+    "NVIDIA_PLUGIN_CHART": "slonk_infra.clouds.aws.addons",
     "TOKEN": "slonk_infra.clouds.aws.infrastructure",
     "TOPOLOGY_LABELS": "slonk_infra.clouds.aws.infrastructure",
     "AwsInfrastructure": "slonk_infra.clouds.aws.infrastructure",

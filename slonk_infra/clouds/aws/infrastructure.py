@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -29,6 +29,7 @@ import pulumi_kubernetes as k8s
 
 from slonk_infra import tokens
 from slonk_infra.binding import CloudResult
+from slonk_infra.clouds.aws import addons
 from slonk_infra.clouds.aws.storage import AwsSharedStorage, AwsSharedStorageArgs
 from slonk_infra.clouds.aws.worker_group import (
     CPU_AMI,
@@ -64,15 +65,6 @@ NODE_ROLE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
     "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
 )
-# Node DaemonSets: they run on whatever nodes join, so they need no node group to be created.
-NODE_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
-# Add-ons with a Deployment: EKS reports them degraded until a node can run it.
-DEPLOYMENT_ADDONS = ("coredns",)
-STORAGE_ADDONS = {"efs": "aws-efs-csi-driver", "fsx-lustre": "aws-fsx-csi-driver"}
-
-NVIDIA_PLUGIN_CHART = ("nvidia-device-plugin", "0.20.0", "https://nvidia.github.io/k8s-device-plugin")
-EFA_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts")
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 def _principal_slug(arn: str) -> str:
@@ -168,8 +160,8 @@ class AwsInfrastructure(CloudComponent):
             n: w.placement_group for n, w in self.worker_groups.items() if w.placement_group is not None
         }
         if self.cluster is not None:
-            self._addons(self.cluster, {vol.kind for vol in storage})
-            self._device_plugins(provider)
+            addons.cluster_addons(self, self.cluster, {vol.kind for vol in storage}, self.system_group)
+            addons.device_plugins(self, provider, self.gpu_groups, self.efa_groups)
 
         self.storage: dict[str, AwsSharedStorage] = {}
         if storage:
@@ -295,67 +287,6 @@ class AwsInfrastructure(CloudComponent):
             return exec_kubeconfig(f"eks_{self.region}_{name}", endpoint, ca, exec_config)
 
         return pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority).apply(render)
-
-    def _addons(self, cluster: aws.eks.Cluster, storage_kinds: set[str]) -> None:
-        wanted = [(a, False) for a in NODE_ADDONS] + [(a, True) for a in DEPLOYMENT_ADDONS]
-        wanted += [(STORAGE_ADDONS[k], True) for k in sorted(storage_kinds)]
-        for addon, needs_nodes in wanted:
-            aws.eks.Addon(
-                self.child_name("addon", addon),
-                aws.eks.AddonArgs(
-                    cluster_name=cluster.name,
-                    addon_name=addon,
-                    # EKS pre-installs vpc-cni, kube-proxy and coredns as plain manifests; take them over.
-                    resolve_conflicts_on_create="OVERWRITE",
-                    resolve_conflicts_on_update="OVERWRITE",
-                ),
-                # A Deployment add-on stays DEGRADED (and the create times out) until a node can run it.
-                opts=self.child_opts(depends_on=[self.system_group] if needs_nodes else None),
-            )
-
-    def _device_plugins(self, provider: k8s.Provider) -> None:
-        if not self.gpu_groups:
-            return
-        tolerate_all = [{"operator": "Exists"}]
-        gpu_types = sorted({g.machine.name for g in self.gpu_groups})
-        chart, version, repo = NVIDIA_PLUGIN_CHART
-        # The chart's default affinity waits for node-feature-discovery labels that EKS does not set.
-        affinity = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": INSTANCE_TYPE_LABEL, "operator": "In", "values": gpu_types}]}
-                    ]
-                }
-            }
-        }
-        self._release(chart, version, repo, {"affinity": affinity, "tolerations": tolerate_all}, provider)
-        if self.efa_groups:
-            chart, version, repo = EFA_PLUGIN_CHART
-            efa_types = sorted({g.machine.name for g in self.efa_groups})
-            values = {
-                "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": efa_types},
-                "tolerations": tolerate_all,
-            }
-            self._release(chart, version, repo, values, provider)
-
-    def _release(
-        self, chart: str, version: str, repo: str, values: Mapping[str, Any], provider: k8s.Provider
-    ) -> k8s.helm.v3.Release:
-        return k8s.helm.v3.Release(
-            self.child_name(chart),
-            k8s.helm.v3.ReleaseArgs(
-                name=chart,
-                chart=chart,
-                version=version,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=repo),
-                namespace="kube-system",
-                values=dict(values),
-                # GPU nodes may not exist yet (a Capacity Block that starts later); do not wait for pods.
-                skip_await=True,
-            ),
-            opts=self.child_opts(provider=provider),
-        )
 
     # -- compute ---------------------------------------------------------------------------------
     def _efa_security_group(self) -> aws.ec2.SecurityGroup:
