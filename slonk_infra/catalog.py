@@ -1,8 +1,11 @@
 """The machine catalog: machine types, accelerators and TPU generations, loaded from packaged YAML.
 
 Everything hardware-shaped that the library derives (Slurm CPUs/memory/GRES, Kubernetes GPU/TPU
-limits, node labels, EFA counts, TPU slice sizes) comes from here. The data lives in
-``slonk_infra/data/*.yaml`` with the source of every figure; this module only types and indexes it.
+limits, node labels, EFA counts, TPU slice sizes) comes from here, and so do the cloud facts the
+plan checks against: node allocatable models and DaemonSet reservations (:mod:`catalog_nodes`),
+GPU fabrics (:mod:`catalog_fabrics`), storage limits and classes (:mod:`catalog_storage`) and
+cluster-level settings (:mod:`catalog_platform`). The data lives in ``slonk_infra/data/*.yaml``
+with the source of every figure; these modules only type and index it.
 """
 
 from __future__ import annotations
@@ -11,14 +14,18 @@ import math
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Cloud = Literal["gcp", "aws", "local"]
-PoolKind = Literal["gpu", "tpu", "cpu"]
-CLOUDS: tuple[Cloud, ...] = ("gcp", "aws", "local")
+from slonk_infra.catalog_fabrics import Fabric
+from slonk_infra.catalog_nodes import DaemonSetProfile, DaemonSetReservation, NodeModel, daemonset_reservation
+from slonk_infra.catalog_platform import Platform, TpuMultihostEnv
+from slonk_infra.catalog_storage import StorageFacts
+from slonk_infra.catalog_types import CLOUDS, Cloud, FabricName, PoolKind
+
+__all__ = ["CLOUDS", "Catalog", "Cloud", "MachineType", "PoolKind", "TpuGeneration", "load_catalog"]
 
 
 class _Frozen(BaseModel):
@@ -56,6 +63,13 @@ class MachineType(_Frozen):
     efa_interfaces: int = Field(default=0, ge=0, description="EFA interfaces the instance supports (AWS).")
     network_cards: int = Field(default=0, ge=0, description="Network cards (AWS), one EFA per card.")
     nvlink_domain: int = Field(default=1, gt=0, description="VMs per NVLink domain (GB200-class racks).")
+    fabric: FabricName | None = Field(default=None, description="GPU-to-GPU network the pod must be wired to.")
+    memtotal_gap: float | None = Field(
+        default=None, ge=0, lt=1, description="Measured fraction of memory_gib the kubelet does not report."
+    )
+    memtotal_gap_source: str | None = Field(default=None, description="Where the measured gap comes from.")
+    hyperdisk_only: bool = Field(default=False, description="GCP: attaches Hyperdisk only, no pd-balanced.")
+    eni_max_pods: int | None = Field(default=None, gt=0, description="AWS: maxPods by the VPC CNI ENI formula.")
     preferred: bool = Field(default=False, description="Default target of a portable accelerator request.")
     source: str = Field(description="Where the figures come from.")
 
@@ -65,6 +79,18 @@ class MachineType(_Frozen):
             raise ValueError(f"{self.name}: kind {self.kind} does not match accelerator {self.accelerator}")
         if self.vcpus % (self.sockets * self.threads_per_core):
             raise ValueError(f"{self.name}: {self.vcpus} vCPUs do not split into {self.sockets} sockets")
+        if (self.memtotal_gap is None) != (self.memtotal_gap_source is None):
+            raise ValueError(f"{self.name}: a measured memtotal_gap needs memtotal_gap_source, and only then")
+        if (self.cloud == "aws") != (self.eni_max_pods is not None):
+            raise ValueError(f"{self.name}: eni_max_pods is required on AWS machines and only there")
+        if self.fabric == "efa" and (self.cloud != "aws" or self.efa_interfaces == 0):
+            raise ValueError(f"{self.name}: fabric efa needs an AWS machine with efa_interfaces")
+        if (
+            self.fabric is not None
+            and self.fabric.startswith("gpudirect")
+            and (self.cloud != "gcp" or not self.gpu_nics)
+        ):
+            raise ValueError(f"{self.name}: fabric {self.fabric} needs a GCP machine with gpu_nics")
         return self
 
     @property
@@ -87,10 +113,30 @@ class TpuGeneration(_Frozen):
 
 @dataclass(frozen=True)
 class Catalog:
-    """Indexed machine catalog."""
+    """Indexed machine catalog and the cloud facts that go with it."""
 
     machines: dict[str, MachineType]
     tpus: dict[str, TpuGeneration]
+    nodes: dict[Cloud, NodeModel]
+    daemonsets: dict[str, DaemonSetProfile]
+    fabrics: dict[str, Fabric]
+    storage: StorageFacts
+    platform: Platform
+    tpu_env: TpuMultihostEnv
+
+    def node_model(self, machine: MachineType) -> NodeModel:
+        """The allocatable model of the machine's cloud."""
+        return self.nodes[machine.cloud]
+
+    def daemonset_reservation(
+        self, machine: MachineType, storage_kinds: frozenset[str] = frozenset()
+    ) -> DaemonSetReservation:
+        """What the system pods on one node of ``machine`` request (with these shared filesystem kinds)."""
+        return daemonset_reservation(self.daemonsets, machine, storage_kinds)
+
+    def fabric_of(self, machine: MachineType) -> Fabric | None:
+        """The GPU fabric the machine's pods must be wired to, if any."""
+        return self.fabrics[machine.fabric] if machine.fabric else None
 
     def machines_on(self, cloud: Cloud) -> list[MachineType]:
         """Machine types a cloud offers."""
@@ -139,22 +185,22 @@ def tpu_vms(generation: TpuGeneration, topology: str, chips_per_vm: int) -> int:
     return chips // chips_per_vm
 
 
-def _load_yaml(name: str) -> dict[str, dict[str, object]]:
+def _load_yaml(name: str) -> dict[str, Any]:
     text = resources.files("slonk_infra").joinpath("data").joinpath(name).read_text(encoding="utf-8")
-    data = yaml.safe_load(text)
-    key = "machines" if name == "machines.yaml" else "generations"
-    table: dict[str, dict[str, object]] = data[key]
-    return table
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
 
 
 @cache
 def load_catalog() -> Catalog:
     """Load and validate the packaged catalog (cached: the data is immutable)."""
     machines = {
-        name: MachineType.model_validate({"name": name, **body}) for name, body in _load_yaml("machines.yaml").items()
+        name: MachineType.model_validate({"name": name, **body})
+        for name, body in _load_yaml("machines.yaml")["machines"].items()
     }
+    tpu_data = _load_yaml("tpus.yaml")
     tpus = {
-        name: TpuGeneration.model_validate({"name": name, **body}) for name, body in _load_yaml("tpus.yaml").items()
+        name: TpuGeneration.model_validate({"name": name, **body}) for name, body in tpu_data["generations"].items()
     }
     for gen in tpus.values():
         vm = machines[gen.machine]
@@ -163,4 +209,45 @@ def load_catalog() -> Catalog:
         for topo in gen.topologies:
             if len(topo.split("x")) != gen.dims or topology_chips(topo) > gen.max_chips:
                 raise ValueError(f"TPU generation {gen.name}: bad topology {topo}")
-    return Catalog(machines=machines, tpus=tpus)
+    nodes: dict[Cloud, NodeModel] = {
+        cloud: NodeModel.model_validate({"cloud": cloud, **body})
+        for cloud, body in _load_yaml("nodes.yaml")["clouds"].items()
+    }
+    daemonsets = {
+        name: DaemonSetProfile.model_validate({"name": name, **body})
+        for name, body in _load_yaml("daemonsets.yaml")["profiles"].items()
+    }
+    fabrics = {
+        name: Fabric.model_validate({"name": name, **body})
+        for name, body in _load_yaml("fabrics.yaml")["fabrics"].items()
+    }
+    catalog = Catalog(
+        machines=machines,
+        tpus=tpus,
+        nodes=nodes,
+        daemonsets=daemonsets,
+        fabrics=fabrics,
+        storage=StorageFacts.model_validate(_load_yaml("storage.yaml")),
+        platform=Platform.model_validate(_load_yaml("platform.yaml")),
+        tpu_env=TpuMultihostEnv.model_validate(tpu_data["multihost_env"]),
+    )
+    _cross_check(catalog)
+    return catalog
+
+
+def _cross_check(catalog: Catalog) -> None:
+    """Fail on references that point nowhere: every fabric, floor and cloud must exist."""
+    if set(catalog.nodes) != set(CLOUDS):
+        raise ValueError(f"nodes.yaml must model every cloud {CLOUDS}, has {sorted(catalog.nodes)}")
+    for m in catalog.machines.values():
+        if m.fabric is not None and m.fabric not in catalog.fabrics:
+            raise ValueError(f"{m.name}: fabric {m.fabric} is not in fabrics.yaml")
+    for fabric in catalog.fabrics.values():
+        for machine in fabric.min_gke:
+            if catalog.machines.get(machine, None) is None or catalog.machines[machine].fabric != fabric.name:
+                raise ValueError(f"fabrics.yaml {fabric.name}: {machine} is not a machine with that fabric")
+        if fabric.wired and fabric.workload is None:
+            raise ValueError(f"fabrics.yaml {fabric.name}: a wired fabric needs its workload section")
+    for cloud in CLOUDS:
+        if cloud not in catalog.storage.block_classes or cloud not in catalog.platform.clouds:
+            raise ValueError(f"storage.yaml block_classes and platform.yaml clouds must cover {cloud}")
