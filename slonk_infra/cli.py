@@ -1,43 +1,63 @@
-"""The ``slonk-infra`` command: validate, render and check stacks without a cloud or the Pulumi CLI."""
+"""The ``slonk-infra`` command: validate, render and check stacks without a cloud or the Pulumi CLI.
+
+Works from any directory: ``STACK`` is a stack name (looked up in ``./stacks``, else in the stack folder
+of the nearest ``Pulumi.yaml`` above) or the path to a ``Pulumi.<stack>.yaml`` file. A bad stack file or
+declaration ends the command with one message naming what is wrong (exit status 2), never a traceback.
+"""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
-from slonk_infra.errors import DeclarationError
-from slonk_infra.plan import build_plan
-from slonk_infra.stacks import load_declaration, load_stack_config
+from slonk_infra.errors import DeclarationError, StackFileError
+from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.stacks import load_declaration, load_stack_config, stack_name
 
+# The packaged copy is the single source: policies/policy-config.json (what `pulumi preview
+# --policy-pack-config` is given) points at it.
+DEFAULT_POLICY_CONFIG = Path(__file__).resolve().parent / "policy" / "policy-config.json"
+INPUT_ERRORS: tuple[type[Exception], ...] = (DeclarationError, StackFileError)
+
+STACK_HELP = "STACK is a stack name (local, gcp, aws: ./stacks/Pulumi.STACK.yaml) or a path to a Pulumi.<stack>.yaml."
 STACKS_DIR = click.option(
-    "--stacks-dir", type=click.Path(file_okay=False, path_type=Path), default=None, help="Default: ./stacks"
+    "--stacks-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where named stacks live. Default: ./stacks, else the stackConfigDir of the nearest Pulumi.yaml above.",
 )
 
 
-def _fail(err: Exception) -> None:
+def _fail(err: Exception) -> NoReturn:
     click.echo(f"error: {err}", err=True)
     sys.exit(2)
 
 
-@click.group()
+def _plan(stack: str, stacks_dir: Path | None) -> ClusterPlan:
+    """Read and validate the declaration, listing every problem, before any resource is declared."""
+    try:
+        return build_plan(load_declaration(stack, stacks_dir))
+    except INPUT_ERRORS as err:
+        _fail(err)
+
+
+@click.group(epilog=STACK_HELP)
+@click.version_option(package_name="slonk-infra", prog_name="slonk-infra")
 def main() -> None:
     """Slurm on Kubernetes, declared once for GCP, AWS or an existing cluster."""
 
 
-@main.command()
+@main.command(epilog=STACK_HELP)
 @click.argument("stack")
 @STACKS_DIR
 def validate(stack: str, stacks_dir: Path | None) -> None:
     """Validate STACK's declaration and print a summary."""
-    try:
-        plan = build_plan(load_declaration(stack, stacks_dir))
-    except (DeclarationError, FileNotFoundError, KeyError) as err:
-        _fail(err)
-        return
+    plan = _plan(stack, stacks_dir)
     decl = plan.declaration
-    click.echo(f"stack {stack}: cluster {plan.name} on {decl.cloud} - OK")
+    click.echo(f"stack {stack_name(stack)}: cluster {plan.name} on {decl.cloud} - OK")
     for key, value in plan.summary().items():
         click.echo(f"  {key:20} {value}")
     click.echo("  groups:")
@@ -49,7 +69,7 @@ def validate(stack: str, stacks_dir: Path | None) -> None:
     )
 
 
-@main.command()
+@main.command(epilog=STACK_HELP)
 @click.argument("stack")
 @click.option(
     "-o",
@@ -57,57 +77,66 @@ def validate(stack: str, stacks_dir: Path | None) -> None:
     "out",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Output directory (default: ./out/<stack>)",
+    help="Output folder. Default: out/<stack name> under the current directory.",
 )
 @STACKS_DIR
 def render(stack: str, out: Path | None, stacks_dir: Path | None) -> None:
     """Run STACK's Pulumi program under the mock runtime and write what it would create."""
     from slonk_infra.render import run_program, write_render
 
+    _plan(stack, stacks_dir)
+    name = stack_name(stack)
     try:
-        config = load_stack_config(stack, stacks_dir)
-        build_plan(load_declaration(stack, stacks_dir))  # fail fast, with every problem listed
-        run = run_program(stack, config)
-    except (DeclarationError, FileNotFoundError, KeyError) as err:
+        run = run_program(name, load_stack_config(stack, stacks_dir))
+    except INPUT_ERRORS as err:
         _fail(err)
-        return
-    target = out or Path("out") / stack
-    summary = write_render(run, target)
-    click.echo(f"stack {stack}: {summary['resources']} resources in {summary['seconds']} s -> {target}/")
+    target = out or Path("out") / name
+    try:
+        summary = write_render(run, target)
+    except OSError as err:
+        _fail(err)
+    click.echo(f"stack {name}: {summary['resources']} resources in {summary['seconds']} s -> {target}/")
     for typ, count in summary["by_type"].items():
         click.echo(f"  {count:5}  {typ}")
     click.echo(
         f"  kubernetes manifests: {target}/kubernetes/  slurm files: {target}/slurm/  "
         f"cloud resources: {target}/cloud/resources.json"
     )
+    click.echo(f"  {run.transforms_note()}")
 
 
-@main.command()
+@main.command(epilog=STACK_HELP)
 @click.argument("stack")
 @click.option(
     "--policy-config",
     "policy_config",
     type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("policies/policy-config.json"),
-    show_default=True,
-    help="The shared policy configuration (the file `pulumi preview --policy-pack-config` reads).",
+    default=None,
+    help="The shared policy configuration (the file `pulumi preview --policy-pack-config` reads). "
+    "Default: the packaged one, policies/policy-config.json in a checkout.",
+)
+@click.option(
+    "--all", "show_all", is_flag=True, help="List every violation instead of one line per policy and resource."
 )
 @STACKS_DIR
-def check(stack: str, policy_config: Path, stacks_dir: Path | None) -> None:
+def check(stack: str, policy_config: Path | None, show_all: bool, stacks_dir: Path | None) -> None:
     """Run the policy pack on STACK's program offline; exit 1 on any mandatory violation."""
     from slonk_infra.policy.config import PolicyConfigError, load_policy_config
     from slonk_infra.policy.runner import PolicyRunError, check_registrations, format_report
     from slonk_infra.render import run_program
 
+    source = policy_config or DEFAULT_POLICY_CONFIG
+    _plan(stack, stacks_dir)
+    name = stack_name(stack)
     try:
-        config = load_policy_config(policy_config)
-        stack_config = load_stack_config(stack, stacks_dir)
-        build_plan(load_declaration(stack, stacks_dir))  # fail fast, with every problem listed
-        result = check_registrations(run_program(stack, stack_config).registrations, config)
-    except (DeclarationError, FileNotFoundError, KeyError, PolicyConfigError, PolicyRunError) as err:
+        config = load_policy_config(source)
+        run = run_program(name, load_stack_config(stack, stacks_dir))
+        result = check_registrations(run.registrations, config)
+    except (DeclarationError, StackFileError, PolicyConfigError, PolicyRunError) as err:
         _fail(err)
-        return
-    click.echo(format_report(stack, result, str(policy_config)))
+    shown = str(policy_config) if policy_config else "packaged policy-config.json"
+    click.echo(format_report(name, result, shown, group=not show_all))
+    click.echo(run.transforms_note())
     sys.exit(1 if result.failed else 0)
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 
 @dataclass(frozen=True)
@@ -40,15 +43,28 @@ def format_path(loc: Iterable[int | str]) -> str:
     return out or "<root>"
 
 
-def from_validation_error(err: ValidationError, root: str = "") -> list[Problem]:
-    """Translate pydantic's errors into problems with camelCase field paths and the bad value."""
+class StackFileError(ValueError):
+    """A stack file that cannot be read as one: missing, not YAML, not a mapping, no declaration in it."""
+
+
+def from_validation_error(err: ValidationError, root: str = "", model: Any = None) -> list[Problem]:
+    """Translate pydantic's errors into problems with camelCase field paths and the bad value.
+
+    ``model`` is the type that was validated (default: the cluster declaration); an unknown field's
+    message lists the fields allowed where it stands and the closest one.
+    """
+    if model is None:
+        # Imported here: the declaration module imports this one.
+        from slonk_infra.declaration import ClusterDeclaration
+
+        model = ClusterDeclaration
     problems = []
     for e in err.errors(include_url=False):
         loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-after"))]
         path = format_path([root, *loc] if root else loc)
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "unknown field; check the spelling against the documented fields"
+            msg = unknown_field(str(loc[-1]), fields_at(model, loc[:-1]))
         elif e["type"] == "missing":
             msg = "required field is missing"
         elif "input" in e and e["type"] not in ("value_error",) and not isinstance(e["input"], dict | list):
@@ -63,3 +79,60 @@ def choice(value: str, allowed: Iterable[str], what: str) -> str:
     near = difflib.get_close_matches(value, options, n=1, cutoff=0.6)
     hint = f"; did you mean {near[0]!r}?" if near else ""
     return f"{value!r} is not a known {what}; allowed: {', '.join(options) or '(none)'}{hint}"
+
+
+def unknown_field(name: str, allowed: Sequence[str] | None) -> str:
+    """Message for a key the model does not have: the fields allowed there and the closest one."""
+    if not allowed:
+        return "unknown field; check the spelling against the documented fields"
+    near = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    return f"unknown field {name!r}; allowed here: {', '.join(sorted(allowed))}{hint}"
+
+
+def fields_at(model: Any, loc: Sequence[int | str]) -> list[str] | None:
+    """The field names (as written in YAML) of the model found at ``loc`` inside ``model``, if any.
+
+    Follows model fields, list items, mapping values, ``X | None`` and unions; a location part that
+    no union member has (a tagged union's tag) is stepped over.
+    """
+    current = _members(model)
+    for part in loc:
+        following = [child for typ in current for child in _child(typ, part)]
+        if not following and isinstance(part, str):
+            continue  # a union tag in the location, not a field
+        current = [m for typ in following for m in _members(typ)]
+    names = {_yaml_name(n, f) for typ in current if _is_model(typ) for n, f in typ.model_fields.items()}
+    return sorted(names) or None
+
+
+def _is_model(typ: Any) -> bool:
+    return isinstance(typ, type) and issubclass(typ, BaseModel)
+
+
+def _members(typ: Any) -> list[Any]:
+    """``typ`` with Annotated, Optional and unions unwrapped into their member types."""
+    origin = typing.get_origin(typ)
+    if origin is typing.Annotated:
+        return _members(typing.get_args(typ)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return [m for arg in typing.get_args(typ) if arg is not type(None) for m in _members(arg)]
+    return [typ]
+
+
+def _child(typ: Any, part: int | str) -> list[Any]:
+    if _is_model(typ):
+        for name, info in typ.model_fields.items():
+            if part in (name, info.alias):
+                return [info.annotation]
+        return []
+    origin, args = typing.get_origin(typ), typing.get_args(typ)
+    if isinstance(part, int) and origin in (list, tuple, Sequence) and args:
+        return [args[0]]
+    if isinstance(part, str) and origin in (dict, Mapping) and len(args) == 2:
+        return [args[1]]
+    return []
+
+
+def _yaml_name(name: str, info: Any) -> str:
+    return str(info.alias or name)

@@ -1,10 +1,18 @@
 """Run a Pulumi program offline against fake clouds and record what it would register.
 
-The Pulumi CLI is not needed: :func:`run_offline` drives the program through Pulumi's mock
-monitor with ``preview=False`` (so every ``apply`` runs), gives each resource plausible outputs
-(cluster endpoints, Filestore IPs, FSx DNS names), and records every registration together with
-the resource options the engine would receive (``protect``, ``retain_on_delete``, parent,
-dependencies). Tests and offline checks (resource counts, policy dry runs) read that record.
+The Pulumi CLI is not needed. :func:`run_offline` drives the program through Pulumi's public test API
+(``pulumi.runtime.set_mocks`` with a :class:`pulumi.runtime.Mocks`, ``pulumi.runtime.test``) with
+``preview=False``, so every ``apply`` runs. :data:`FAKE_OUTPUTS` is the table of what the fake clouds
+answer per resource type (cluster endpoints, Filestore IPs, FSx DNS names...); everything else echoes
+its inputs. Every registration is recorded with the options the engine would receive (``protect``,
+``retain_on_delete``, parent, dependencies); tests and offline checks read that record.
+
+Transforms: the mock monitor of the SDK does not run ``transforms=`` resource options or
+``pulumi.runtime.register_resource_transform`` callbacks (the engine does). The recording monitor here
+runs them as the engine does before it registers a resource: the resource's own transforms, then each
+ancestor's, then the stack's, each called through the program's callback server over gRPC, so what
+is recorded (and checked by ``slonk-infra check``) is what ``pulumi preview`` would see. Invoke
+transforms (``register_invoke_transform``) are not run offline.
 """
 
 from __future__ import annotations
@@ -16,17 +24,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import grpc  # type: ignore[import-untyped]
 import pulumi
-from pulumi.runtime import rpc, settings
-from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs, Mocks, set_mocks
-from pulumi.runtime.stack import run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
+from pulumi.runtime import rpc
+from pulumi.runtime.mocks import MockMonitor
+from pulumi.runtime.proto import callback_pb2, callback_pb2_grpc, resource_pb2
 
 T = TypeVar("T")
+State = dict[str, Any]
 
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n").decode()
 FAKE_VPC_CIDR = "10.0.0.0/16"
+FAKE_ACCOUNT = "123456789012"
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's wire sentinel for an unknown value
+SECRET_SIG_KEY = rpc._special_sig_key  # the wire envelope of a secret: {SECRET_SIG_KEY: SECRET_SIG, "value": ...}
+SECRET_SIG = rpc._special_secret_sig
 FAKE_RANDOM_B64 = base64.b64encode(b"offline-mock-random-bytes-not-a-real-key").decode()
 SECRET_PLACEHOLDER = "<secret: kept in Pulumi state as a secret and in the cluster as a Secret>"
 
@@ -61,10 +73,80 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:17]
 
 
-class FakeClouds(Mocks):
-    """Mocks that echo inputs and add the outputs the adapters read from GCP, AWS and Kubernetes."""
+# ------------------------------------------------------------------------------------ the fake clouds
+@dataclass(frozen=True)
+class Fake:
+    """What the fake cloud answers for one resource type: extra outputs, and the id when one is read."""
 
-    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+    outputs: Callable[[str, State], State] = lambda name, state: {}
+    id: Callable[[str, State], str] | None = None
+
+
+def _filestore_ips(name: str, state: State) -> State:
+    nets = [dict(n) for n in state.get("networks", [])]
+    for i, net in enumerate(nets):
+        net["ipAddresses"] = [after_deploy(f"{name}.networks[{i}].ipAddresses[0]")]
+    return {"networks": nets}
+
+
+FAKE_OUTPUTS: dict[str, Fake] = {
+    "gcp:container/cluster:Cluster": Fake(
+        outputs=lambda n, s: {
+            "endpoint": after_deploy(f"{n}.endpoint"),
+            "masterAuth": {"clusterCaCertificate": FAKE_CA},
+        },
+        id=lambda n, s: f"projects/{s.get('project')}/locations/{s.get('location')}/clusters/{s['name']}",
+    ),
+    "gcp:filestore/instance:Instance": Fake(outputs=_filestore_ips),
+    "aws:eks/cluster:Cluster": Fake(
+        outputs=lambda n, s: {
+            "endpoint": after_deploy(f"{n}.endpoint"),
+            "certificateAuthority": {"data": FAKE_CA},
+            "vpcConfig": {**s.get("vpcConfig", {}), "clusterSecurityGroupId": "sg-0cluster"},
+            "arn": f"arn:aws:eks:us-east-1:{FAKE_ACCOUNT}:cluster/{s['name']}",
+        }
+    ),
+    "aws:iam/role:Role": Fake(outputs=lambda n, s: {"arn": f"arn:aws:iam::{FAKE_ACCOUNT}:role/{s['name']}"}),
+    "aws:ec2/launchTemplate:LaunchTemplate": Fake(
+        outputs=lambda n, s: {"latestVersion": 1}, id=lambda n, s: f"lt-{_short_hash(n)}"
+    ),
+    "aws:ec2/securityGroup:SecurityGroup": Fake(id=lambda n, s: f"sg-{_short_hash(n)}"),
+    "aws:ec2/placementGroup:PlacementGroup": Fake(id=lambda n, s: str(s["name"])),
+    "aws:efs/fileSystem:FileSystem": Fake(
+        outputs=lambda n, s: {"dnsName": after_deploy(f"{n}.dnsName")}, id=lambda n, s: f"fs-{_short_hash(n)}"
+    ),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": Fake(
+        outputs=lambda n, s: {"dnsName": after_deploy(f"{n}.dnsName"), "mountName": after_deploy(f"{n}.mountName")},
+        id=lambda n, s: f"fs-{_short_hash(n)}",
+    ),
+    "kubernetes:core/v1:Service": Fake(
+        outputs=lambda n, s: {"spec": {**s.get("spec", {}), "clusterIP": after_deploy(f"Service {n} .spec.clusterIP")}}
+    ),
+    # Recognisable fake bytes, so tests can trace where key material flows.
+    "random:index/randomBytes:RandomBytes": Fake(
+        outputs=lambda n, s: {"base64": FAKE_RANDOM_B64, "hex": FAKE_RANDOM_B64.encode().hex()}
+    ),
+}
+
+FAKE_CALLS: dict[str, Callable[[State], State]] = {
+    "aws:ec2/getVpc:getVpc": lambda a: {
+        "id": a.get("id"),
+        "cidrBlock": FAKE_VPC_CIDR,
+        "cidrBlockAssociations": [
+            {"associationId": "vpc-cidr-assoc-1", "cidrBlock": FAKE_VPC_CIDR, "state": "associated"}
+        ],
+    },
+    "aws:eks/getCluster:getCluster": lambda a: {
+        "name": a.get("name"),
+        "vpcConfig": {"clusterSecurityGroupId": "sg-0existing"},
+    },
+}
+
+
+class FakeClouds(pulumi.runtime.Mocks):
+    """Mocks that echo inputs, adding the outputs of :data:`FAKE_OUTPUTS`; invokes answer from :data:`FAKE_CALLS`."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, State]:
         typ = args.typ
         if typ.startswith("kubernetes:") and "kind" in args.inputs and typ != "kubernetes:core/v1:Service":
             # Nothing reads a Kubernetes object's outputs back, and echoing pod specs costs a full
@@ -72,88 +154,156 @@ class FakeClouds(Mocks):
             return f"{args.name}-id", {}
         state = dict(args.inputs)
         state.setdefault("name", args.name)
-        rid = f"{args.name}-id"
-        if typ == "gcp:container/cluster:Cluster":
-            rid = f"projects/{state.get('project')}/locations/{state.get('location')}/clusters/{state['name']}"
-            state["endpoint"] = after_deploy(f"{args.name}.endpoint")
-            state["masterAuth"] = {"clusterCaCertificate": FAKE_CA}
-        elif typ == "gcp:filestore/instance:Instance":
-            nets = [dict(n) for n in state.get("networks", [])]
-            for i, net in enumerate(nets):
-                net["ipAddresses"] = [after_deploy(f"{args.name}.networks[{i}].ipAddresses[0]")]
-            state["networks"] = nets
-        elif typ == "aws:eks/cluster:Cluster":
-            state["endpoint"] = after_deploy(f"{args.name}.endpoint")
-            state["certificateAuthority"] = {"data": FAKE_CA}
-            state["vpcConfig"] = {**state.get("vpcConfig", {}), "clusterSecurityGroupId": "sg-0cluster"}
-            state["arn"] = f"arn:aws:eks:us-east-1:123456789012:cluster/{state['name']}"
-        elif typ == "aws:iam/role:Role":
-            state["arn"] = f"arn:aws:iam::123456789012:role/{state['name']}"
-        elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
-            rid = f"lt-{_short_hash(args.name)}"
-            state["latestVersion"] = 1
-        elif typ == "aws:ec2/securityGroup:SecurityGroup":
-            rid = f"sg-{_short_hash(args.name)}"
-        elif typ == "aws:efs/fileSystem:FileSystem":
-            rid = f"fs-{_short_hash(args.name)}"
-        elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
-            rid = f"fs-{_short_hash(args.name)}"
-            state["dnsName"] = after_deploy(f"{args.name}.dnsName")
-            state["mountName"] = after_deploy(f"{args.name}.mountName")
-        elif typ == "aws:efs/fileSystem:FileSystem":
-            state["dnsName"] = after_deploy(f"{args.name}.dnsName")
-        elif typ == "kubernetes:core/v1:Service":
-            state["spec"] = {**state.get("spec", {}), "clusterIP": after_deploy(f"Service {args.name} .spec.clusterIP")}
-        elif typ == "random:index/randomBytes:RandomBytes":
-            # Recognisable fake bytes, so tests can trace where key material flows.
-            state["base64"] = FAKE_RANDOM_B64
-            state["hex"] = FAKE_RANDOM_B64.encode().hex()
-        elif typ == "aws:ec2/placementGroup:PlacementGroup":
-            rid = state["name"]
+        fake = FAKE_OUTPUTS.get(typ, Fake())
+        rid = fake.id(args.name, state) if fake.id else f"{args.name}-id"
+        state.update(fake.outputs(args.name, state))
         return rid, state
 
-    def call(self, args: MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-        if args.token == "aws:ec2/getVpc:getVpc":
-            return {
-                "id": args.args.get("id"),
-                "cidrBlock": FAKE_VPC_CIDR,
-                "cidrBlockAssociations": [
-                    {"associationId": "vpc-cidr-assoc-1", "cidrBlock": FAKE_VPC_CIDR, "state": "associated"}
-                ],
-            }, []
-        if args.token == "aws:eks/getCluster:getCluster":
-            return {"name": args.args.get("name"), "vpcConfig": {"clusterSecurityGroupId": "sg-0existing"}}, []
-        return {}, []
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[State, list[tuple[str, str]]]:
+        answer = FAKE_CALLS.get(args.token)
+        return (answer(args.args) if answer else {}), []
+
+
+# ---------------------------------------------------------------------------- the recording monitor
+# RegisterResourceRequest field -> TransformResourceOptions field, for the options a transform sees and sets.
+_OPTION_FIELDS = (
+    ("dependencies", "depends_on"),
+    ("protect", "protect"),
+    ("ignoreChanges", "ignore_changes"),
+    ("replaceOnChanges", "replace_on_changes"),
+    ("version", "version"),
+    ("aliases", "aliases"),
+    ("provider", "provider"),
+    ("customTimeouts", "custom_timeouts"),
+    ("pluginDownloadURL", "plugin_download_url"),
+    ("retainOnDelete", "retain_on_delete"),
+    ("deletedWith", "deleted_with"),
+    ("deleteBeforeReplace", "delete_before_replace"),
+    ("additionalSecretOutputs", "additional_secret_outputs"),
+    ("providers", "providers"),
+    ("pluginChecksums", "plugin_checksums"),
+    ("importId", "import"),
+    ("hideDiffs", "hide_diff"),
+    ("replace_with", "replace_with"),
+)
+
+
+def _copy_field(src: Any, src_name: str, dst: Any, dst_name: str) -> None:
+    """Copy one protobuf field across messages whose fields have the same shape but other names."""
+    fd = src.DESCRIPTOR.fields_by_name[src_name]
+    if fd.label == fd.LABEL_REPEATED:
+        target = getattr(dst, dst_name)
+        if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+            target.clear()
+            for key, value in getattr(src, src_name).items():
+                if fd.message_type.fields_by_name["value"].message_type is not None:
+                    target[key].CopyFrom(value)
+                else:
+                    target[key] = value
+        else:
+            del target[:]
+            target.extend(getattr(src, src_name))
+    elif fd.message_type is not None:
+        if src.HasField(src_name):
+            getattr(dst, dst_name).CopyFrom(getattr(src, src_name))
+        else:
+            dst.ClearField(dst_name)
+    elif fd.has_presence and not src.HasField(src_name):
+        dst.ClearField(dst_name)
+    else:
+        setattr(dst, dst_name, getattr(src, src_name))
 
 
 class RecordingMonitor(MockMonitor):
-    """The mock monitor, keeping every registration in order (duplicates included)."""
+    """The SDK's mock monitor, running transforms as the engine does and keeping every registration in order."""
 
-    def __init__(self, mocks: Mocks) -> None:
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
         super().__init__(mocks)
         self.registrations: list[Registration] = []
+        self.transforms_run = 0
+        self._stack_callbacks: list[Any] = []
+        self._own_callbacks: dict[str, list[Any]] = {}
+        self._parents: dict[str, str] = {}
+        self._channels: dict[str, grpc.Channel] = {}
+
+    def RegisterStackTransform(self, request: Any) -> Any:
+        self._stack_callbacks.append(request)
+        return super().RegisterStackTransform(request)  # type: ignore[no-untyped-call]
 
     def RegisterResource(self, request: Any) -> Any:
+        if request.type == "pulumi:pulumi:Stack":
+            return super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        own = list(request.transforms)
+        request = self._transformed(request)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
-        if request.type != "pulumi:pulumi:Stack":
-            self.registrations.append(
-                Registration(
-                    type=request.type,
-                    name=request.name,
-                    urn=response.urn,
-                    parent=request.parent,
-                    custom=bool(request.custom),
-                    inputs=rpc.deserialize_properties(request.object),
-                    protect=bool(request.protect),
-                    retain_on_delete=bool(request.retainOnDelete),
-                    delete_before_replace=bool(request.deleteBeforeReplace),
-                    dependencies=tuple(request.dependencies),
-                    provider=request.provider,
-                )
+        self._own_callbacks[response.urn] = own
+        self._parents[response.urn] = request.parent
+        self.registrations.append(
+            Registration(
+                type=request.type,
+                name=request.name,
+                urn=response.urn,
+                parent=request.parent,
+                custom=bool(request.custom),
+                inputs=rpc.deserialize_properties(request.object),
+                protect=bool(request.protect),
+                retain_on_delete=bool(request.retainOnDelete),
+                delete_before_replace=bool(request.deleteBeforeReplace),
+                dependencies=tuple(request.dependencies),
+                provider=request.provider,
             )
+        )
         return response
 
+    def _chain(self, request: Any) -> list[Any]:
+        """The resource's own transforms, then each ancestor's, then the stack's (the engine's order)."""
+        chain = list(request.transforms)
+        parent = request.parent
+        while parent:
+            chain += self._own_callbacks.get(parent, [])
+            parent = self._parents.get(parent, "")
+        return chain + self._stack_callbacks
 
+    def _transformed(self, request: Any) -> Any:
+        chain = self._chain(request)
+        if not chain:
+            return request
+        result = resource_pb2.RegisterResourceRequest()
+        result.CopyFrom(request)
+        for callback in chain:
+            ask = resource_pb2.TransformRequest(
+                type=result.type, name=result.name, custom=result.custom, parent=result.parent
+            )
+            ask.properties.CopyFrom(result.object)
+            for ours, theirs in _OPTION_FIELDS:
+                _copy_field(result, ours, ask.options, theirs)
+            answer = resource_pb2.TransformResponse.FromString(self._invoke(callback, ask.SerializeToString()))
+            self.transforms_run += 1
+            result.object.CopyFrom(answer.properties)
+            if answer.HasField("options"):
+                for ours, theirs in _OPTION_FIELDS:
+                    _copy_field(answer.options, theirs, result, ours)
+                result.deleteBeforeReplaceDefined = answer.options.HasField("delete_before_replace")
+        return result
+
+    def _invoke(self, callback: Any, request: bytes) -> bytes:
+        """Call the program's callback server, as the engine does (this runs on a worker thread)."""
+        channel = self._channels.get(callback.target)
+        if channel is None:
+            channel = self._channels[callback.target] = grpc.insecure_channel(callback.target)
+        stub = callback_pb2_grpc.CallbacksStub(channel)
+        reply = stub.Invoke(callback_pb2.CallbackInvokeRequest(token=callback.token, request=request))
+        response: bytes = reply.response
+        return response
+
+    def close(self) -> None:
+        """Close the channels to callback servers."""
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+
+
+# ------------------------------------------------------------------------------------------ a run
 @dataclass
 class OfflineRun(Generic[T]):
     """What a program returned, its resolved outputs, and every registration it made."""
@@ -161,6 +311,7 @@ class OfflineRun(Generic[T]):
     value: T
     resolved: Any
     registrations: list[Registration] = field(default_factory=list)
+    transforms_run: int = 0
 
     def of_type(self, typ: str) -> list[Registration]:
         """Registrations of one resource type token."""
@@ -212,21 +363,27 @@ def run_offline(
 
     Not thread-safe and not re-entrant: Pulumi's runtime settings are process-global.
     """
-    mocks = FakeClouds()
-    monitor = RecordingMonitor(mocks)
+    monitor = RecordingMonitor(FakeClouds())
     # A fresh root stack per run, so runs do not parent resources to an earlier run's stack.
-    settings.ROOT.set(None)
-    set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
-    settings.SETTINGS.rpc_manager.clear()
-    settings.SETTINGS.outputs.clear()
+    pulumi.runtime.reset_options(project=project, stack=stack, preview=False)
+    pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(config or {})
     holder: dict[str, Any] = {}
 
-    async def body() -> None:
+    def body() -> Any:
         value = program()
         holder["value"] = value
-        if resolve is not None:
-            holder["resolved"] = await pulumi.Output.from_input(resolve(value)).future()
+        if resolve is None:
+            return None
+        return pulumi.Output.from_input(resolve(value)).apply(lambda v: holder.__setitem__("resolved", v))
 
-    _sync_await(run_pulumi_func(body))
-    return OfflineRun(value=holder["value"], resolved=holder.get("resolved"), registrations=monitor.registrations)
+    try:
+        pulumi.runtime.test(body)()  # type: ignore[no-untyped-call]
+    finally:
+        monitor.close()
+    return OfflineRun(
+        value=holder["value"],
+        resolved=holder.get("resolved"),
+        registrations=monitor.registrations,
+        transforms_run=monitor.transforms_run,
+    )

@@ -18,7 +18,15 @@ from typing import Any
 
 import yaml
 
-from slonk_infra.offline import SECRET_PLACEHOLDER, UNKNOWN, Registration, after_deploy, run_offline
+from slonk_infra.offline import (
+    SECRET_PLACEHOLDER,
+    SECRET_SIG,
+    SECRET_SIG_KEY,
+    UNKNOWN,
+    Registration,
+    after_deploy,
+    run_offline,
+)
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.stacks import CONFIG_KEY, PROJECT
 
@@ -33,6 +41,16 @@ class ProgramRun:
     registrations: list[Registration]
     seconds: float
     plan: ClusterPlan | None = None
+    transforms_run: int = 0
+
+    def transforms_note(self) -> str:
+        """One line on resource transforms: offline runs apply them as ``pulumi preview`` does."""
+        if not self.transforms_run:
+            return "transforms: none registered by the program"
+        return (
+            f"transforms: {self.transforms_run} resource transform call(s) applied as `pulumi preview` would "
+            "(own, then parents', then stack transforms); invoke transforms are not run offline"
+        )
 
     def counts(self) -> Counter[str]:
         """Resources by type (custom resources only; components are not deployed objects)."""
@@ -49,17 +67,24 @@ class ProgramRun:
             if _is_manifest(r):
                 obj = _clean(r.inputs)
                 if obj.get("kind") == "Secret":
-                    obj["data"] = {k: SECRET_PLACEHOLDER for k in obj.get("data", {})}
+                    # Every key of a Secret is shown under its real name, its value never.
+                    for part in ("data", "stringData"):
+                        if isinstance(obj.get(part), dict):
+                            obj[part] = {k: SECRET_PLACEHOLDER for k in obj[part]}
                 out.append(obj)
         return sorted(out, key=_apply_order)
 
     def cloud_resources(self) -> list[dict[str, Any]]:
-        """Every other resource (cloud, providers, randomness) with its inputs and options."""
-        return [
+        """Every other resource (cloud, providers, randomness) with its inputs and options, by type and name.
+
+        Sorted so the file does not depend on the order the runtime happened to register them in.
+        """
+        found = [
             {"type": r.type, "name": r.name, "protect": r.protect, "inputs": _mask(r)}
             for r in self.registrations
             if r.custom and not _is_manifest(r)
         ]
+        return sorted(found, key=lambda r: (r["type"], r["name"]))
 
 
 APPLY_ORDER = (
@@ -86,17 +111,23 @@ def _mask(r: Registration) -> Any:
     return _clean(r.inputs)
 
 
-def _clean(value: Any) -> Any:
-    """Wire values back to what a person wrote: integral floats to ints, unknowns to placeholders."""
+def _clean(value: Any, secret: bool = False) -> Any:
+    """Wire values back to what a person wrote: integral floats to ints, unknowns to placeholders.
+
+    A secret's wire envelope is opened so its keys show as written; every value inside it becomes
+    the secret placeholder.
+    """
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        value = int(value)
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        if value.get(SECRET_SIG_KEY) == SECRET_SIG:
+            return _clean(value.get("value"), secret=True)
+        return {k: _clean(v, secret) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clean(v) for v in value]
+        return [_clean(v, secret) for v in value]
     if value == UNKNOWN:
         return after_deploy("value")
-    return value
+    return SECRET_PLACEHOLDER if secret and value is not None else value
 
 
 def run_program(
@@ -116,7 +147,7 @@ def run_program(
     run = run_offline(program or main, project=PROJECT, stack=stack, config=wire)
     seconds = time.perf_counter() - start
     plan = build_plan(config[CONFIG_KEY]) if CONFIG_KEY in config else None
-    return ProgramRun(stack, run.registrations, seconds, plan)
+    return ProgramRun(stack, run.registrations, seconds, plan, run.transforms_run)
 
 
 def write_render(run: ProgramRun, out_dir: Path) -> dict[str, Any]:

@@ -205,12 +205,16 @@ def _stack_resources(
     return resources
 
 
-def format_report(stack: str, result: CheckResult, config_source: str) -> str:
-    """The CI log text of one check: violations, what to do about them, and a verdict line."""
+def format_report(stack: str, result: CheckResult, config_source: str, group: bool = False) -> str:
+    """The CI log text of one check: violations, what to do about them, and a verdict line.
+
+    With ``group``, repeated violations of one policy on one resource are one line (the first message
+    and how many there are); the verdict still counts each.
+    """
     lines = [f"check {stack}: {len(result.policies)} policies on {result.resources} resources ({config_source})"]
     order = {EnforcementLevel.MANDATORY: 0, EnforcementLevel.ADVISORY: 1}
     violations = sorted(result.violations, key=lambda v: (order.get(v.level, 2), v.policy))
-    lines += [v.line() for v in violations]
+    lines += _grouped_lines(violations) if group else [v.line() for v in violations]
     lines += [f"[not checked] {v.policy}: {v.message}" for v in result.undecided]
     steps = {p.name: p.remediation_steps for p in result.policies if p.remediation_steps}
     hinted = [name for name in dict.fromkeys(v.policy for v in violations) if name in steps]
@@ -222,3 +226,16 @@ def format_report(stack: str, result: CheckResult, config_source: str) -> str:
         f"{stack}: {verdict} - {len(result.mandatory)} mandatory, {len(result.advisory)} advisory violation(s)"
     )
     return "\n".join(lines)
+
+
+def _grouped_lines(violations: Sequence[Violation]) -> list[str]:
+    """One line per (level, policy, resource) in first-seen order, with a count when it repeats."""
+    groups: dict[tuple[str, str, str], list[Violation]] = {}
+    for v in violations:
+        groups.setdefault((v.level.value, v.policy, v.urn), []).append(v)
+    lines = []
+    for same in groups.values():
+        first = min(same, key=lambda v: v.message)
+        more = f" (x{len(same)} on this resource; --all lists each)" if len(same) > 1 else ""
+        lines.append(first.line() + more)
+    return lines

@@ -1,0 +1,124 @@
+"""The offline runner: the fake clouds' table, transforms applied as the engine applies them, secrets masked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from slonk_infra.cli import DEFAULT_POLICY_CONFIG
+from slonk_infra.offline import FAKE_OUTPUTS, SECRET_PLACEHOLDER, FakeClouds, run_offline
+from slonk_infra.policy.config import load_policy_config
+from slonk_infra.policy.runner import check_registrations
+from slonk_infra.program import main as program_main
+from slonk_infra.render import _clean, run_program
+from slonk_infra.stacks import load_stack_config
+
+Seen = list[tuple[str, str]]
+
+
+def test_every_fake_output_type_answers_with_its_outputs() -> None:
+    mocks = FakeClouds()
+    for typ, fake in FAKE_OUTPUTS.items():
+        inputs: dict[str, Any] = {"name": "x", "networks": [{"network": "n"}], "spec": {"type": "ClusterIP"}}
+        rid, state = mocks.new_resource(pulumi.runtime.MockResourceArgs(typ, "res", inputs, None, None, True))
+        assert rid, typ
+        for key, value in fake.outputs("res", inputs).items():
+            assert state[key] == value, (typ, key)
+        added = fake.outputs("res", inputs)
+        assert all(state[k] == v for k, v in inputs.items() if k not in added), typ  # the rest is echoed
+
+
+def test_kubernetes_objects_echo_nothing_and_invokes_answer_from_the_table() -> None:
+    mocks = FakeClouds()
+    args = pulumi.runtime.MockResourceArgs("kubernetes:apps/v1:StatefulSet", "s", {"kind": "StatefulSet"}, None)
+    assert mocks.new_resource(args) == ("s-id", {})
+    vpc, _ = mocks.call(pulumi.runtime.MockCallArgs("aws:ec2/getVpc:getVpc", {"id": "vpc-1"}, ""))
+    assert vpc["id"] == "vpc-1" and vpc["cidrBlock"]
+    assert mocks.call(pulumi.runtime.MockCallArgs("unknown:index:fn", {}, "")) == ({}, [])
+
+
+def _transform(tag: str, seen: Seen, **opts: Any) -> pulumi.ResourceTransform:
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult:
+        seen.append((tag, args.name))
+        props: dict[str, Any] = dict(args.props)
+        if "data" in props:
+            props["data"] = {**props["data"], tag: "after-protect" if args.opts.protect else "yes"}
+        return pulumi.ResourceTransformResult(
+            props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(**opts))
+        )
+
+    return transform
+
+
+class Holder(pulumi.ComponentResource):
+    def __init__(self, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("test:index:Holder", name, None, opts)
+        k8s.core.v1.ConfigMap(
+            f"{name}-cm",
+            metadata={"name": "cm"},
+            data={"k": "v"},
+            opts=pulumi.ResourceOptions(parent=self, transforms=[_transform("own", SEEN)]),
+        )
+        self.register_outputs({})
+
+
+SEEN: Seen = []
+
+
+def test_transforms_run_own_then_parents_then_stack_and_are_recorded() -> None:
+    SEEN.clear()
+
+    def program() -> None:
+        pulumi.runtime.register_resource_transform(_transform("stack", SEEN, retain_on_delete=True))
+        outer = Holder("outer", pulumi.ResourceOptions(transforms=[_transform("grandparent", SEEN)]))
+        Holder("inner", pulumi.ResourceOptions(parent=outer, transforms=[_transform("parent", SEEN, protect=True)]))
+
+    run = run_offline(program)
+    inner_cm = run.named("inner-cm")
+    assert [tag for tag, name in SEEN if name == "inner-cm"] == ["own", "parent", "grandparent", "stack"]
+    assert inner_cm.inputs["data"] == {
+        "k": "v",
+        "own": "yes",
+        "parent": "yes",
+        "grandparent": "after-protect",
+        "stack": "after-protect",
+    }
+    assert inner_cm.protect and inner_cm.retain_on_delete
+    outer_cm = run.named("outer-cm")
+    assert outer_cm.inputs["data"] == {"k": "v", "own": "yes", "grandparent": "yes", "stack": "yes"}
+    assert not outer_cm.protect and outer_cm.retain_on_delete
+    assert run.transforms_run == len(SEEN)
+
+
+def test_offline_check_sees_what_a_stack_transform_did() -> None:
+    """A user transform that unprotects the controller's state claim fails the check, as in ``pulumi preview``."""
+    config = load_policy_config(DEFAULT_POLICY_CONFIG)
+    stack = load_stack_config("gcp")
+
+    def unprotect(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+        if args.type_ == "kubernetes:core/v1:PersistentVolumeClaim":
+            return pulumi.ResourceTransformResult(
+                args.props, pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(protect=False))
+            )
+        return None
+
+    def program() -> Any:
+        pulumi.runtime.register_resource_transform(unprotect)
+        return program_main()
+
+    plain = check_registrations(run_program("gcp", stack).registrations, config)
+    transformed_run = run_program("gcp", stack, program)
+    transformed = check_registrations(transformed_run.registrations, config)
+    assert not plain.failed
+    assert transformed.failed and {v.policy for v in transformed.mandatory} == {"stateful-resources-protected"}
+    assert (
+        transformed_run.transforms_run > 0 and "applied as `pulumi preview` would" in transformed_run.transforms_note()
+    )
+
+
+def test_secret_envelopes_are_opened_to_their_keys_with_values_masked() -> None:
+    sig_key, sig = pulumi.runtime.rpc._special_sig_key, pulumi.runtime.rpc._special_secret_sig
+    wire = {"data": {sig_key: sig, "value": {"munge.key": "c2VjcmV0", "n": 1.0}}, "count": 2.0}
+    assert _clean(wire) == {"data": {"munge.key": SECRET_PLACEHOLDER, "n": SECRET_PLACEHOLDER}, "count": 2}
