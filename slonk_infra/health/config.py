@@ -46,10 +46,13 @@ class XidRule(_Model):
 
 
 # Defaults from NVIDIA's XID catalog and its GPU memory error-management guide: errors a GPU reset
-# clears mean replace-machine (a pod cannot reset a GPU; rebooting or replacing the VM does),
-# errors the application caused and survives mean restart-pod, informational codes mean none.
+# clears mean replace-machine (a pod cannot reset a GPU; rebooting or replacing the VM does); a
+# contained ECC error means restart-pod (the application's processes must go; the remap it leaves
+# pending is the remapped-rows check's business); faults a user's program causes and the GPU
+# survives (13, 31, 43) and informational codes mean none: reported, but no node is drained for a
+# bug in a job.
 DEFAULT_XID_RULES: tuple[XidRule, ...] = (
-    XidRule(codes=[13, 31, 43], action="restart-pod", meaning="an application fault (engine exception, page fault)"),
+    XidRule(codes=[13, 31, 43], action="none", meaning="an application fault (engine exception, page fault)"),
     XidRule(codes=[45], action="none", meaning="preemptive cleanup after a killed application"),
     XidRule(codes=[94], action="restart-pod", meaning="contained ECC error: restart the application"),
     XidRule(codes=[48], action="replace-machine", meaning="double-bit ECC error"),
@@ -135,6 +138,7 @@ class GpuHealthSpec(_Model):
     max_idle_processes: int = Field(default=0, ge=0, description="Compute processes tolerated on an idle GPU.")
     max_idle_memory_mib: int = Field(
         default=256,
+        alias="maxIdleMemoryMiB",
         ge=0,
         description="GPU memory in use (the driver's reserve not counted) tolerated on an idle GPU; an idle H100 reads 0.",
     )
@@ -174,7 +178,9 @@ class DiskHealthSpec(_Model):
     """Scratch space and the shared home filesystem."""
 
     scratch_path: str | None = Field(default="/tmp", description="Node-local scratch; unset: not checked.")
-    min_free_gib: float = Field(default=10.0, ge=0, description="Least free space on scratch, in GiB.")
+    min_free_gib: float = Field(
+        default=10.0, ge=0, alias="minFreeGiB", description="Least free space on scratch, in GiB."
+    )
     min_free_percent: float = Field(default=5.0, ge=0, le=100, description="Least free space on scratch, in percent.")
     low_space_action: Action = Field(
         default="restart-pod", description="Action when scratch is short of space (a fresh pod gets a fresh emptyDir)."

@@ -1,0 +1,226 @@
+"""The slonk-health program end to end: report on stdout, lines on stderr, exit codes, draining."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slonk_infra.health import DRAIN_REASON_PREFIX
+from slonk_infra.health.drain import MAX_REASON, drain, drain_reason
+from slonk_infra.health.result import EXIT_CODES, Action, HealthReport
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "nvml"
+
+
+def health(*args: str, env: dict[str, str] | None = None) -> tuple[int, HealthReport, str]:
+    """Run the program (no GPU, no spec file: everything from flags and recordings)."""
+    run_env = {k: v for k, v in os.environ.items() if k != "SLURMD_NODENAME"}
+    run_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "slonk_infra.health", "--home", "/", "--scratch", "/", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=run_env,
+        timeout=60,
+        check=False,
+    )
+    report = HealthReport.model_validate_json(proc.stdout)
+    assert report.exit_code == proc.returncode
+    return proc.returncode, report, proc.stderr
+
+
+def variant(tmp_path: Path, name: str, edit: dict[str, Any], base: str = "h100-idle") -> Path:
+    rec = json.loads((DATA / f"{base}.json").read_text())
+    for key, value in edit.items():
+        scope = rec["system"] if key in ("events", "deviceCount") else rec["devices"]["0"]
+        scope[key] = {"value": value}
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(rec))
+    return path
+
+
+def fake_scontrol(tmp_path: Path, state: str = "IDLE", reason: str | None = None) -> tuple[Path, Path]:
+    """An scontrol that answers `show node` with ``state``/``reason`` and logs every call."""
+    log = tmp_path / "scontrol.log"
+    show = f"NodeName=n0 Arch=x86_64\n   State={state} ThreadsPerCore=1\n"
+    if reason:
+        show += f"   Reason={reason} [root@2026-11-20T10:00:00]\n"
+    script = tmp_path / "scontrol"
+    script.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        f"if sys.argv[1] == 'show':\n    sys.stdout.write({show!r})\n"
+    )
+    script.chmod(0o755)
+    return script, log
+
+
+def calls(log: Path) -> list[list[str]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_healthy_recorded_h100_exits_0() -> None:
+    code, report, err = health("--gpus", "1", "--nvml-replay", str(DATA / "h100-idle.json"))
+    assert code == 0 and report.ok and report.action == "none" and err == ""
+    assert {r.check for r in report.results} >= {"gpu-count", "gpu-ecc", "gpu-xid", "gpu-idle", "disk-home"}
+    assert report.fingerprint.kind == "gpu-uuids"
+
+
+@pytest.mark.parametrize(
+    ("edit", "action"),
+    [
+        ({"computeProcesses": [[4242, 1 << 30]]}, "restart-pod"),
+        ({"pcie.currentWidth": 4}, "replace-machine"),
+        ({"remappedRows": [0, 8, 0, 1]}, "needs-person"),
+    ],
+)
+def test_exit_code_is_the_worst_actions(tmp_path: Path, edit: dict[str, Any], action: Action) -> None:
+    rec = variant(tmp_path, "bad", edit)
+    code, report, err = health("--gpus", "1", "--nvml-replay", str(rec))
+    assert code == EXIT_CODES[action] and report.action == action and not report.ok
+    failing = [r for r in report.results if not r.ok]
+    assert len(failing) == 1
+    assert err.strip() == f"slonk-health boot: {failing[0].check}: {action}: {failing[0].reason}"
+
+
+def test_exit_codes_are_distinct_and_nonzero_for_failures() -> None:
+    assert EXIT_CODES["none"] == 0
+    assert len(set(EXIT_CODES.values())) == 4 and 1 not in EXIT_CODES.values() and 2 not in EXIT_CODES.values()
+
+
+@pytest.mark.parametrize(("code", "action"), [(12, "needs-person"), (9, "replace-machine")])
+def test_nvml_not_loadable(tmp_path: Path, code: int, action: Action) -> None:
+    rec = json.loads((DATA / "h100-idle.json").read_text())
+    rec["init"] = {"error": code, "message": "from the test"}
+    path = tmp_path / "no-nvml.json"
+    path.write_text(json.dumps(rec))
+    exit_code, report, err = health("--gpus", "8", "--nvml-replay", str(path))
+    assert exit_code == EXIT_CODES[action]
+    assert [r.check for r in report.results if r.check.startswith("gpu-")] == ["gpu-count"]
+    assert "NVML unavailable" in report.results[0].reason and "gpu-count" in err
+    assert report.fingerprint.kind in ("machine-id", "unknown")
+
+
+def test_fewer_gpus_than_declared() -> None:
+    code, report, _ = health("--gpus", "8", "--check", "gpu-count", "--nvml-replay", str(DATA / "h100-idle.json"))
+    assert code == EXIT_CODES["replace-machine"] and report.results[0].reason == "1 of 8 GPUs visible"
+
+
+def test_recording_on_the_fly(tmp_path: Path) -> None:
+    out = tmp_path / "again.json"
+    code, _, _ = health("--gpus", "1", "--nvml-replay", str(DATA / "h100-idle.json"), "--nvml-record", str(out))
+    assert code == 0
+    assert json.loads(out.read_text()) == json.loads((DATA / "h100-idle.json").read_text())
+
+
+def test_bad_spec_exits_2_and_judges_nothing(tmp_path: Path) -> None:
+    spec = tmp_path / "health.json"
+    spec.write_text('{"gpu": {"count": "eight"}}')
+    scontrol, log = fake_scontrol(tmp_path)
+    code, report, err = health("--spec", str(spec), "--drain", "--scontrol", str(scontrol))
+    assert code == 2 and report.results == [] and report.drain is None
+    assert "gpu.count: 'eight'" in (report.error or "") and "gpu.count" in err
+    assert calls(log) == []  # a broken configuration must never drain nodes
+
+
+def test_unknown_check_name_is_a_usage_error() -> None:
+    code, report, _ = health("--check", "gpu-magic")
+    assert code == 2 and "unknown check(s) gpu-magic" in (report.error or "")
+
+
+def test_drain_on_failure_with_the_prefixed_reason(tmp_path: Path) -> None:
+    rec = variant(tmp_path, "lost-lanes", {"pcie.currentWidth": 8})
+    scontrol, log = fake_scontrol(tmp_path)
+    code, report, _ = health(
+        "--mode", "interval", "--gpus", "1", "--nvml-replay", str(rec), "--drain", "--scontrol", str(scontrol),
+        env={"SLURMD_NODENAME": "h100-3"},
+    )  # fmt: skip
+    assert code == EXIT_CODES["replace-machine"]
+    reason = "slonk-health: gpu-pcie: GPU 0: PCIe link x8, below its maximum x16"
+    assert report.drain is not None and report.drain.done and report.drain.reason == reason
+    assert calls(log) == [
+        ["show", "node", "h100-3"],
+        ["update", "nodename=h100-3", "state=drain", f"reason={reason}"],
+    ]
+
+
+def test_healthy_run_never_calls_scontrol(tmp_path: Path) -> None:
+    scontrol, log = fake_scontrol(tmp_path)
+    code, report, _ = health(
+        "--gpus", "1", "--nvml-replay", str(DATA / "h100-idle.json"), "--drain", "--scontrol", str(scontrol)
+    )
+    assert code == 0 and report.drain is not None and not report.drain.done
+    assert calls(log) == []
+
+
+def test_someone_elses_drain_is_kept(tmp_path: Path) -> None:
+    rec = variant(tmp_path, "bad", {"remappedRows": [0, 1, 1, 0]})
+    scontrol, log = fake_scontrol(tmp_path, state="IDLE+DRAIN", reason="disk swap, ticket 42")
+    code, report, err = health(
+        "--gpus", "1", "--nvml-replay", str(rec), "--drain", "--scontrol", str(scontrol), "--node-name", "n0"
+    )
+    assert code == EXIT_CODES["replace-machine"]
+    assert report.drain is not None and not report.drain.done
+    assert report.drain.note == "already drained by someone else: disk swap, ticket 42"
+    assert [c[0] for c in calls(log)] == ["show"] and "not drained" in err
+
+
+def test_our_own_earlier_drain_is_refreshed(tmp_path: Path) -> None:
+    rec = variant(tmp_path, "bad", {"remappedRows": [0, 1, 1, 0]})
+    scontrol, log = fake_scontrol(tmp_path, state="DRAINED", reason=f"{DRAIN_REASON_PREFIX} gpu-xid: GPU 0: XID 79")
+    _, report, _ = health(
+        "--gpus", "1", "--nvml-replay", str(rec), "--drain", "--scontrol", str(scontrol), "--node-name", "n0"
+    )
+    assert report.drain is not None and report.drain.done
+    assert [c[0] for c in calls(log)] == ["show", "update"]
+
+
+def test_scontrol_failure_is_reported_not_raised(tmp_path: Path) -> None:
+    rec = variant(tmp_path, "bad", {"remappedRows": [0, 1, 1, 0]})
+    _, report, _ = health(
+        "--gpus", "1", "--nvml-replay", str(rec), "--drain", "--scontrol", str(tmp_path / "no-scontrol")
+    )
+    assert report.drain is not None and not report.drain.done and report.drain.note
+
+
+def test_drain_reason_format_and_length() -> None:
+    assert drain_reason("gpu-ecc", "two\nlines") == "slonk-health: gpu-ecc: two lines"
+    long = drain_reason("gpu-xid", "x" * 500)
+    assert len(long) == MAX_REASON and long.startswith(DRAIN_REASON_PREFIX) and long.endswith("...")
+
+
+def test_drain_reads_a_multi_word_reason_with_its_stamp() -> None:
+    shown = "NodeName=n0\n   State=MIXED+DRAIN ThreadsPerCore=1\n   Reason=bad fan [slurm@2026-11-20T10:00:00]\n"
+    seen: list[list[str]] = []
+
+    def run(argv: Any) -> subprocess.CompletedProcess[str]:
+        seen.append(list(argv))
+        return subprocess.CompletedProcess(argv, 0, stdout=shown, stderr="")
+
+    outcome = drain("n0", "slonk-health: gpu-ecc: x", run=run)
+    assert not outcome.done and outcome.note == "already drained by someone else: bad fan" and len(seen) == 1
+
+
+def test_report_file_is_written(tmp_path: Path) -> None:
+    out = tmp_path / "last.json"
+    code, report, _ = health("--report-file", str(out))
+    assert code == 0 and HealthReport.model_validate_json(out.read_text()) == report
+
+
+def test_default_node_name_comes_from_slurmd(tmp_path: Path) -> None:
+    _, report, _ = health(env={"SLURMD_NODENAME": "gpu-a-7"})
+    assert report.node == "gpu-a-7"
+
+
+def test_modes_report_what_they_skip() -> None:
+    _, report, _ = health("--mode", "prolog", "--gpus", "1", "--nvml-replay", str(DATA / "h100-idle.json"))
+    skipped = {s.check: s.reason for s in report.skipped}
+    assert "gpu-xid" in skipped and "gpu-xid" not in {r.check for r in report.results}
