@@ -138,6 +138,7 @@ class PoolSpec(Model):
             raise ValueError("a gpu pool needs accelerator {type, count} or machineType")
         if self.kind == "cpu" and self.machine_type is None and not self.machine_types:
             raise ValueError("a cpu pool needs machineType (or machineTypes per cloud)")
+        _spot_or_reservation(self.spot, self.reservation)
         return self
 
     @property
@@ -160,6 +161,22 @@ class TpuSliceSpec(Model):
     labels: dict[str, str] = Field(default_factory=dict, description="Extra node labels.")
     taints: list[Taint] = Field(default_factory=list, description="Extra node taints.")
     features: list[str] = Field(default_factory=list, description="Extra Slurm node Features.")
+
+    @model_validator(mode="after")
+    def _capacity(self) -> TpuSliceSpec:
+        _spot_or_reservation(self.spot, self.reservation)
+        return self
+
+
+def _spot_or_reservation(spot: bool, reservation: Reservation | None) -> None:
+    # Spot VMs never consume reserved capacity (Compute Engine reservations and EC2 capacity
+    # reservations / Capacity Blocks are on-demand only), so the node pool or node group the
+    # pair would render cannot be created.
+    if spot and reservation is not None:
+        raise ValueError(
+            f"spot: true and reservation {reservation.name!r} cannot be combined: spot capacity never "
+            "consumes a reservation; remove spot or the reservation"
+        )
 
 
 StorageKind = Literal["filestore", "efs", "fsx-lustre", "nfs-server", "nfs-export"]

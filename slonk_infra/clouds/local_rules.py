@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from slonk_infra.clouds.rules import KUBERNETES_STORAGE, StorageRules
+from slonk_infra.clouds.rules import KUBERNETES_STORAGE, StorageRules, dropped_placement
 from slonk_infra.errors import Problem
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class LocalRules:
                 out.append(Problem(block, "given but cloud is local"))
         if d.kubernetes.create:
             out.append(Problem("kubernetes.create", "a local stack uses an existing cluster; set create: false"))
+        out += dropped_placement(d, {"any": "a local cluster's nodes are already where they are"})
         return out
 
     def deploy(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None) -> CloudComponent:

@@ -104,3 +104,28 @@ class StorageRules:
                 )
             )
         return out
+
+
+def dropped_placement(declaration: ClusterDeclaration, why: Mapping[str, str]) -> list[Problem]:
+    """``compactPlacement: true`` on pools this target would place otherwise: refused, never ignored.
+
+    ``why`` maps a reason key to the sentence explaining it: ``reservation`` (a reservation fixes its
+    VMs' placement), ``cpu`` (the target places no CPU group), ``any`` (the target has no placement).
+    Only an explicit ``true`` is checked; the default (on for GPU pools) quietly yields to a reservation.
+    """
+    out: list[Problem] = []
+    for i, pool in enumerate(declaration.pools):
+        if pool.compact_placement is not True:
+            continue
+        reason = None
+        if "any" in why:
+            reason = why["any"]
+        elif pool.reservation is not None and "reservation" in why:
+            reason = why["reservation"]
+        elif pool.kind == "cpu" and "cpu" in why:
+            reason = why["cpu"]
+        if reason is not None:
+            out.append(
+                Problem(f"pools[{i}].compactPlacement", f"true cannot be honoured: {reason}; remove compactPlacement")
+            )
+    return out

@@ -1,10 +1,16 @@
-"""AWS's rules for a declaration: EFS and FSx for Lustre, and what an EKS deployment needs declared."""
+"""AWS's rules for a declaration: EFS and FSx for Lustre, and what an EKS deployment needs declared.
+
+FSx for Lustre sizes are checked against the deployment type's accepted capacities in the catalog
+(``data/storage.yaml``): a size FSx would not accept is refused with the nearest one it would,
+rather than rounded silently.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from slonk_infra.clouds.rules import KUBERNETES_STORAGE, StorageLimits, StorageRules
+from slonk_infra.catalog import load_catalog
+from slonk_infra.clouds.rules import KUBERNETES_STORAGE, StorageRules, dropped_placement
 from slonk_infra.errors import Problem
 
 if TYPE_CHECKING:
@@ -17,13 +23,34 @@ if TYPE_CHECKING:
 STORAGE = StorageRules(
     kinds=frozenset({"efs", "fsx-lustre"}) | KUBERNETES_STORAGE,
     tiers={"fsx-lustre": ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2")},
-    limits={
-        "fsx-lustre": StorageLimits(
-            1200, 2_000_000, source="https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-storage-capacity.html"
-        )
-    },
     default_tiers={"fsx-lustre": "PERSISTENT_2"},
 )
+# Why EKS cannot honour an explicit compactPlacement: true (see rules.dropped_placement).
+DROPPED_PLACEMENT = {
+    "reservation": (
+        "a capacity reservation or Capacity Block already fixes where its instances run, and a cluster "
+        "placement group it was not made in makes launches fail"
+    ),
+    "cpu": "CPU node groups get no launch template, so no cluster placement group",
+}
+
+
+def fsx_problems(index: int, volume: StorageSpec) -> list[Problem]:
+    """Capacity of an FSx for Lustre volume against its deployment type (catalog ``storage.yaml``)."""
+    if volume.kind != "fsx-lustre":
+        return []
+    name = (volume.tier or STORAGE.default_tiers["fsx-lustre"]).upper()
+    deployment = load_catalog().storage.fsx_lustre.deployment_types.get(name)
+    if deployment is None or deployment.accepts(volume.capacity_gib):
+        return []
+    sizes = ", ".join(str(s) for s in deployment.sizes_gib)
+    return [
+        Problem(
+            f"storage[{index}].capacityGib",
+            f"{volume.capacity_gib} GiB is not an FSx for Lustre {name} capacity: {sizes} or a multiple of "
+            f"{deployment.step_gib} GiB; nearest: {deployment.round_up(volume.capacity_gib)} GiB",
+        )
+    ]
 
 
 class AwsRules:
@@ -37,8 +64,8 @@ class AwsRules:
         return STORAGE.kinds
 
     def storage_problems(self, index: int, volume: StorageSpec) -> list[Problem]:
-        """FSx deployment types and capacity ranges."""
-        return STORAGE.problems(index, volume)
+        """FSx deployment types, then the capacities the type accepts."""
+        return STORAGE.problems(index, volume) or fsx_problems(index, volume)
 
     def declaration_problems(self, declaration: ClusterDeclaration) -> list[Problem]:
         """Region and the aws block."""
@@ -50,6 +77,7 @@ class AwsRules:
             out.append(Problem("aws", "required when cloud is aws (at least vpcId and subnetIds)"))
         if d.gcp is not None:
             out.append(Problem("gcp", "given but cloud is aws"))
+        out += dropped_placement(d, DROPPED_PLACEMENT)
         return out
 
     def deploy(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None) -> CloudComponent:
