@@ -59,14 +59,15 @@ GPU_CHECK_NAMES = [n for n in CHECKS if n.startswith("gpu-")]
 # --- the healthy H100 ---
 
 
+@pytest.mark.parametrize("rec_name", ["h100-idle", "h100b-idle"])
 @pytest.mark.parametrize("name", GPU_CHECK_NAMES)
-def test_every_gpu_check_passes_on_the_recorded_idle_h100(name: str) -> None:
-    result = check(name, recording())
+def test_every_gpu_check_passes_on_the_recorded_idle_h100s(name: str, rec_name: str) -> None:
+    result = check(name, recording(rec_name))
     assert result.ok and result.action == "none", result
 
 
 def test_replay_gives_what_the_live_h100_runs_reported() -> None:
-    for rec_name in ("h100-idle", "h100-busy"):
+    for rec_name in ("h100-idle", "h100-busy", "h100b-idle"):
         live = json.loads((DATA / f"{rec_name}.report.json").read_text())
         live_gpu = {r["check"]: r for r in live["results"] if r["check"].startswith("gpu-")}
         replayed = run_checks(context(recording(rec_name)), list(live_gpu))

@@ -6,6 +6,8 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
+
 from slonk_infra.health.identity import fingerprint, gpu_fingerprint
 from slonk_infra.health.nvml import Nvml, ReplayBackend
 
@@ -19,13 +21,21 @@ def test_gpu_fingerprint_is_independent_of_enumeration_order() -> None:
     assert a != gpu_fingerprint(["GPU-a", "GPU-b"])
 
 
-def test_the_recorded_h100_has_the_fingerprint_its_live_run_reported() -> None:
-    nvml = Nvml(ReplayBackend(json.loads((DATA / "h100-idle.json").read_text())))
-    live = json.loads((DATA / "h100-idle.report.json").read_text())
+@pytest.mark.parametrize("name", ["h100-idle", "h100b-idle"])
+def test_the_recorded_h100s_have_the_fingerprints_their_live_runs_reported(name: str) -> None:
+    nvml = Nvml(ReplayBackend(json.loads((DATA / f"{name}.json").read_text())))
+    live = json.loads((DATA / f"{name}.report.json").read_text())
     fp = fingerprint(nvml, machine_id_file=Path("/nonexistent"))
     assert fp.kind == "gpu-uuids"
     assert fp.model_dump() == live["fingerprint"]
-    assert fp.value == gpu_fingerprint(["GPU-62b0a80e-a8d8-0379-ce34-11eb442a89d7"])
+    assert fp.value == gpu_fingerprint([nvml.uuid(0)])
+
+
+def test_two_boards_two_fingerprints() -> None:
+    values = {
+        json.loads((DATA / f"{n}.report.json").read_text())["fingerprint"]["value"] for n in ("h100-idle", "h100b-idle")
+    }
+    assert len(values) == 2
 
 
 def test_fallbacks(tmp_path: Path) -> None:

@@ -26,13 +26,24 @@ exec > >(tee "$out/log.txt") 2>&1
 PY=${PYTHON:-python3}
 work=$(mktemp -d)
 
+HEALTH=("$PY" -m slonk_infra.health)
+export PYTHONPATH="$PWD"
 if [ -n "$wheels" ]; then
   "$PY" -m pip install -q --no-index --find-links "$wheels" --target "$work/site" \
     pydantic PyYAML click nvidia-ml-py || exit 1
   export PYTHONPATH="$work/site:$PWD"
-else
-  export PYTHONPATH="$PWD"
+  # The package itself, installed as an image installs it, to run its slonk-health entry point
+  # (setuptools from WHEELDIR when there, since the build needs a newer one than some Pythons carry).
+  "$PY" -m pip install -q --no-index --find-links "$wheels" --target "$work/build" setuptools
+  if PYTHONPATH="$work/build" "$PY" -m pip install -q --no-index --no-deps --no-build-isolation \
+    --target "$work/pkg" . && [ -x "$work/pkg/bin/slonk-health" ]; then
+    export PYTHONPATH="$work/pkg:$work/site"
+    HEALTH=("$work/pkg/bin/slonk-health")
+  else
+    echo "installing the package failed; running it from the source tree"
+  fi
 fi
+echo "running: ${HEALTH[*]}"
 export PYTHONUNBUFFERED=1
 
 echo "== environment"
@@ -41,7 +52,7 @@ uname -r
 grep PRETTY_NAME /etc/os-release
 nvidia-smi -L
 nvidia-smi --query-gpu=name,driver_version,ecc.mode.current,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,temperature.gpu,memory.used,clocks_event_reasons.active --format=csv
-"$PY" -c 'import pynvml, pydantic; print("nvidia-ml-py", pynvml.__file__, "pydantic", pydantic.VERSION)'
+"$PY" -c 'import importlib.metadata as m; print(*(f"{n} {m.version(n)}" for n in ("nvidia-ml-py", "pydantic", "click")))'
 { echo "### idle"; nvidia-smi -q; } >"$out/nvidia-smi.txt"
 
 gpus=$(nvidia-smi -L | grep -c '^GPU ')
@@ -54,7 +65,7 @@ health() {
   local title=$1
   shift
   echo "== $title: slonk-health $*"
-  "$PY" -m slonk_infra.health --spec "$work/health.json" --report-file "$work/report.json" "$@" >/dev/null
+  "${HEALTH[@]}" --spec "$work/health.json" --report-file "$work/report.json" "$@" >/dev/null
   local rc=$?
   echo "exit code: $rc"
   { echo "### $title"; cat "$work/report.json"; } >>"$out/reports.json"
