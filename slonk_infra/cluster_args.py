@@ -217,6 +217,112 @@ class AwsArgs(TypedDict):
     """Principals given cluster admin access."""
 
 
+class XidRuleArgs(TypedDict):
+    """XID codes that call for one action (NVIDIA's XID catalog gives each code's meaning)."""
+
+    codes: list[int]
+    """XID codes this rule covers."""
+    action: str
+    """What to do when one of them is reported. One of: none, restart-pod, replace-machine, needs-person."""
+    meaning: NotRequired[str]
+    """What the codes mean, quoted in the failure reason."""
+
+
+class PcieArgs(TypedDict):
+    """PCIe link expectations."""
+
+    require_max_width: NotRequired[bool]
+    """Fail when the current link width is below the link's maximum width. Default: True."""
+    min_width: NotRequired[int]
+    """Lowest acceptable maximum link width (e.g. 16); unset: not checked."""
+    min_generation: NotRequired[int]
+    """Lowest acceptable maximum link generation of GPU and slot together (e.g. 5 for H100 SXM hosts); unset: not checked."""
+    check_generation_when_busy: NotRequired[bool]
+    """While the GPU is busy, fail when the current generation is below the link's maximum. Default: True."""
+
+
+class GpuHealthArgs(TypedDict):
+    """GPU checks' thresholds. ``count`` 0 means the node has no GPUs and the GPU checks do not run."""
+
+    count: NotRequired[int]
+    """GPUs this node must have (from the machine catalog). Default: 0."""
+    require_ecc: NotRequired[bool]
+    """Fail when ECC is disabled or unsupported. Default: True."""
+    max_volatile_uncorrectable_ecc: NotRequired[int]
+    """Uncorrectable ECC errors tolerated since the driver loaded. Default: 0."""
+    max_aggregate_uncorrectable_ecc: NotRequired[int]
+    """Uncorrectable ECC errors tolerated over the GPU's lifetime; unset: not checked (row remapping repairs them, and its state is checked)."""
+    max_volatile_correctable_ecc: NotRequired[int]
+    """Correctable ECC errors tolerated since the driver loaded; unset: not checked."""
+    tolerate_remap_pending: NotRequired[bool]
+    """Accept remapped rows waiting for a GPU reset (false: replace-machine). Default: False."""
+    tolerate_remap_failure: NotRequired[bool]
+    """Accept a failed row remapping (false: needs-person; the GPU is out of spare rows). Default: False."""
+    xid_wait_ms: NotRequired[int]
+    """How long boot and interval runs listen for XID events (NVML delivers only events raised while listening). Default: 1000."""
+    xid_rules: NotRequired[list[XidRuleArgs]]
+    """Which XID codes call for which action."""
+    unknown_xid_action: NotRequired[str]
+    """Action for an XID no rule names. One of: none, restart-pod, replace-machine, needs-person. Default: needs-person."""
+    pcie: NotRequired[PcieArgs]
+    """PCIe link expectations."""
+    fatal_throttle_reasons: NotRequired[dict[str, str]]
+    """Clock-event (throttle) reasons that fail the check, with their action."""
+    max_idle_processes: NotRequired[int]
+    """Compute processes tolerated on an idle GPU. Default: 0."""
+    max_idle_memory_mib: NotRequired[int]
+    """GPU memory in use (the driver's reserve not counted) tolerated on an idle GPU; an idle H100 reads 0. Default: 256."""
+    idle_grace_seconds: NotRequired[float]
+    """How long an epilog waits for a finished job's processes to let go. Default: 5.0."""
+    leftover_action: NotRequired[str]
+    """Action for leftover processes or memory. One of: none, restart-pod, replace-machine, needs-person. Default: restart-pod."""
+
+
+class TpuHealthArgs(TypedDict):
+    """TPU checks. ``chipsPerHost`` 0 means the node has no TPU and the check does not run."""
+
+    chips_per_host: NotRequired[int]
+    """TPU chips this slice host must see (4 on most multi-host slices). Default: 0."""
+    device_dir: NotRequired[str]
+    """Where the TPU device nodes (accel*, vfio/*) appear. Default: /dev."""
+
+
+class DiskHealthArgs(TypedDict):
+    """Scratch space and the shared home filesystem."""
+
+    scratch_path: NotRequired[str]
+    """Node-local scratch; unset: not checked. Default: /tmp."""
+    min_free_gib: NotRequired[float]
+    """Least free space on scratch, in GiB. Default: 10.0."""
+    min_free_percent: NotRequired[float]
+    """Least free space on scratch, in percent. Default: 5.0."""
+    low_space_action: NotRequired[str]
+    """Action when scratch is short of space (a fresh pod gets a fresh emptyDir). One of: none, restart-pod, replace-machine, needs-person. Default: restart-pod."""
+    home_path: NotRequired[str]
+    """The shared home filesystem; unset: not checked. Default: /home."""
+    home_must_be_mount: NotRequired[bool]
+    """Fail when home is a plain directory rather than a mounted filesystem. Default: True."""
+    timeout_seconds: NotRequired[float]
+    """How long a filesystem may take to answer before it counts as hung. Default: 5.0."""
+
+
+class HealthArgs(TypedDict):
+    """Everything the node health checks need to know about a node, rendered per pool or slice."""
+
+    gpu: NotRequired[GpuHealthArgs]
+    """GPU checks."""
+    tpu: NotRequired[TpuHealthArgs]
+    """TPU checks."""
+    disk: NotRequired[DiskHealthArgs]
+    """Scratch and home checks."""
+    exclusive_nodes: NotRequired[bool]
+    """Jobs get whole nodes, so prolog and epilog may demand idle GPUs (false: they skip that check). Default: True."""
+    instance_id_file: NotRequired[str]
+    """A file holding the cloud instance id, used for identity when NVML has no GPUs."""
+    machine_id_file: NotRequired[str]
+    """The last resort for identity. Default: /etc/machine-id."""
+
+
 class ClusterArgs(TypedDict):
     """A whole Slurm-on-Kubernetes cluster, declared once for any cloud."""
 
@@ -248,3 +354,5 @@ class ClusterArgs(TypedDict):
     """GCP settings (cloud: gcp)."""
     aws: NotRequired[AwsArgs]
     """AWS settings (cloud: aws)."""
+    health: NotRequired[HealthArgs]
+    """Node health-check thresholds (slonk-health at pod start, on Slurm's interval, in prolog/epilog); GPU and TPU counts per node come from the catalog."""

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 from pydantic.alias_generators import to_camel
 
 from slonk_infra.catalog import Cloud, PoolKind
+from slonk_infra.health.config import HealthSpec
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # OCI distribution reference: [registry[:port]/]path[:tag][@sha256:<64 hex>]
@@ -305,6 +306,11 @@ class ClusterDeclaration(Model):
     controller: ControllerSpec = Field(default_factory=ControllerSpec, description="Controller.")
     gcp: GcpSpec | None = Field(default=None, description="GCP settings (cloud: gcp).")
     aws: AwsSpec | None = Field(default=None, description="AWS settings (cloud: aws).")
+    health: HealthSpec = Field(
+        default_factory=HealthSpec,
+        description="Node health-check thresholds (slonk-health at pod start, on Slurm's interval, in prolog/epilog); "
+        "GPU and TPU counts per node come from the catalog.",
+    )
 
 
 __all__ = [
