@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -30,6 +31,7 @@ MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
 FSX = "aws:fsx/lustreFileSystem:LustreFileSystem"
 ADDON = "aws:eks/addon:Addon"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 # Importing pulumi_aws.ec2 warns about deprecated resources this adapter does not use.
 pytestmark = pytest.mark.filterwarnings("ignore:.*has been deprecated in favor of:DeprecationWarning")
 ADMINS = ["arn:aws:iam::123456789012:role/platform-admins", "arn:aws:iam::123456789012:role/ci-deployer"]
@@ -181,7 +183,15 @@ def test_cluster_access_addons_and_plugins(run: OfflineRun[CloudResult]) -> None
     assert set(provider.dependencies) >= {a.urn for a in associations}
     assert '"command": "aws"' in provider.inputs["kubeconfig"]
     assert sorted(a.inputs["addonName"] for a in run.of_type(ADDON)) == sorted(
-        ["vpc-cni", "coredns", "kube-proxy", "eks-pod-identity-agent", "aws-efs-csi-driver", "aws-fsx-csi-driver"]
+        [
+            "vpc-cni",
+            "coredns",
+            "kube-proxy",
+            "eks-pod-identity-agent",
+            "aws-ebs-csi-driver",
+            "aws-efs-csi-driver",
+            "aws-fsx-csi-driver",
+        ]
     )
     releases = {r.inputs["chart"]: r.inputs for r in run.of_type(RELEASE)}
     assert sorted(releases) == ["aws-efa-k8s-device-plugin", "nvidia-device-plugin"]
@@ -200,6 +210,13 @@ def test_efs_and_fsx_are_protected_and_become_csi_volumes(run: OfflineRun[CloudR
     assert fsx.inputs["deploymentType"] == "PERSISTENT_2"
     assert fsx.inputs["storageCapacity"] == 38400
     assert fsx.inputs["metadataConfiguration"] == {"mode": "AUTOMATIC"}
+    # The figures FSx and EFS accept, from the catalog: a throughput the deployment type offers, and
+    # the performance mode elastic throughput requires.
+    facts = load_catalog().storage
+    assert fsx.inputs["perUnitStorageThroughput"] in facts.fsx_lustre.deployment_types["PERSISTENT_2"].throughputs
+    assert facts.fsx_lustre.deployment_types["PERSISTENT_2"].accepts(fsx.inputs["storageCapacity"])
+    mode = facts.efs.throughput_modes[efs.inputs["throughputMode"]]
+    assert mode.needs_performance_mode in (None, efs.inputs["performanceMode"])
     [storage_sg] = [r for r in run.of_type(SECURITY_GROUP) if r.name == "slonk-aws-storage"]
     ports = {(rule["fromPort"], rule["toPort"]) for rule in storage_sg.inputs["ingress"]}
     assert ports == {(2049, 2049), (988, 988), (1018, 1023)}
@@ -270,3 +287,38 @@ def test_node_groups_and_storage_do_not_wait_for_each_other(run: OfflineRun[Clou
 def test_no_duplicate_urns_and_no_stringified_outputs(run: OfflineRun[CloudResult]) -> None:
     assert run.duplicate_urns() == []
     assert run.output_leaks() == []
+
+
+def test_network_policies_are_enforced_by_the_vpc_cni_agent(run: OfflineRun[CloudResult]) -> None:
+    [cni] = [a for a in run.of_type(ADDON) if a.inputs["addonName"] == "vpc-cni"]
+    # Off by default on EKS: without it every NetworkPolicy the Slurm layer renders is ignored.
+    assert json.loads(cni.inputs["configurationValues"]) == {"enableNetworkPolicy": "true"}
+
+
+def test_claims_get_an_ebs_class_served_by_the_add_on(run: OfflineRun[CloudResult]) -> None:
+    [ebs] = [a for a in run.of_type(ADDON) if a.inputs["addonName"] == "aws-ebs-csi-driver"]
+    [association] = ebs.inputs["podIdentityAssociations"]
+    assert association["serviceAccount"] == "ebs-csi-controller-sa"
+    [role] = [r for r in run.of_type("aws:iam/role:Role") if r.name.endswith("-ebs-csi-role")]
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]
+    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert "sts:TagSession" in trust["Action"]
+    policies = {a.inputs["policyArn"] for a in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+    assert "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy" in policies
+    [sc] = run.of_type(STORAGE_CLASS)
+    spec = load_catalog().storage.block_classes["aws"]
+    assert sc.inputs["metadata"]["name"] == spec.name == "slonk-gp3"
+    assert sc.inputs["provisioner"] == "ebs.csi.aws.com"
+    assert sc.inputs["parameters"] == {"type": "gp3", "encrypted": "true"}
+    assert sc.inputs["volumeBindingMode"] == "WaitForFirstConsumer"
+    assert sc.inputs["reclaimPolicy"] == "Retain"
+    assert ebs.urn in sc.dependencies
+
+
+def test_existing_cluster_still_gets_the_storage_class() -> None:
+    raw = raw_aws()
+    raw["kubernetes"] = {"create": False, "kubeconfig": "kubeconfig.yaml", "namespace": "slurm"}
+    raw["aws"]["nodeRoleArn"] = "arn:aws:iam::123456789012:role/eks-nodes"
+    run = run_offline(lambda: AwsInfrastructure("existing", build_plan(raw)).result)
+    [sc] = run.of_type(STORAGE_CLASS)
+    assert sc.inputs["metadata"]["name"] == "slonk-gp3"

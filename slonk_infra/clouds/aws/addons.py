@@ -1,7 +1,14 @@
-"""EKS add-ons and device-plugin Helm releases of the AWS adapter (cluster-wide, created once)."""
+"""EKS add-ons, device-plugin Helm releases and the block StorageClass of the AWS adapter (cluster-wide, created once).
+
+From Kubernetes 1.30 EKS marks no StorageClass as default and the EBS CSI driver is an add-on, so
+a claim on a new cluster stays Pending unless the add-on is installed and the claim names a class
+it serves; both come from here. NetworkPolicies are only enforced once the vpc-cni add-on runs its
+network policy agent, which is off by default (the setting is in the catalog, ``platform.yaml``).
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -9,6 +16,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from slonk_infra.catalog import load_catalog
 from slonk_infra.clouds.common import CloudComponent
 from slonk_infra.plan import WorkerGroup
 
@@ -17,6 +25,10 @@ NODE_ADDONS = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 # Add-ons with a Deployment: EKS reports them degraded until a node can run it.
 DEPLOYMENT_ADDONS = ("coredns",)
 STORAGE_ADDONS = {"efs": "aws-efs-csi-driver", "fsx-lustre": "aws-fsx-csi-driver"}
+# Serves the block StorageClass every single-writer claim names (controller state, NFS server export).
+EBS_CSI_ADDON = "aws-ebs-csi-driver"
+EBS_CSI_CONTROLLER_SA = "ebs-csi-controller-sa"
+EBS_CSI_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
 
 NVIDIA_PLUGIN_CHART = ("nvidia-device-plugin", "0.20.0", "https://nvidia.github.io/k8s-device-plugin")
 EFA_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts")
@@ -24,17 +36,39 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 def cluster_addons(
-    owner: CloudComponent, cluster: aws.eks.Cluster, storage_kinds: set[str], system_group: pulumi.Resource
-) -> None:
-    """EKS add-ons: the node DaemonSets, coredns and the CSI drivers the declared storage needs."""
+    owner: CloudComponent,
+    cluster: aws.eks.Cluster,
+    storage_kinds: set[str],
+    system_group: pulumi.Resource,
+    ebs_csi_role_arn: pulumi.Input[str],
+) -> dict[str, aws.eks.Addon]:
+    """EKS add-ons: the node DaemonSets, coredns, the EBS CSI driver and the CSI drivers the declared storage needs.
+
+    vpc-cni gets the network policy agent switched on (the NetworkPolicies the Slurm layer renders
+    are otherwise ignored); the EBS CSI controller gets its AWS permissions through EKS Pod Identity.
+    """
+    platform = load_catalog().platform.clouds["aws"]
+    config = {platform.network_policy_addon: json.dumps(platform.network_policy_configuration, sort_keys=True)}
     wanted = [(a, False) for a in NODE_ADDONS] + [(a, True) for a in DEPLOYMENT_ADDONS]
+    wanted += [(EBS_CSI_ADDON, True)]
     wanted += [(STORAGE_ADDONS[k], True) for k in sorted(storage_kinds)]
+    made: dict[str, aws.eks.Addon] = {}
     for addon, needs_nodes in wanted:
-        aws.eks.Addon(
+        made[addon] = aws.eks.Addon(
             owner.child_name("addon", addon),
             aws.eks.AddonArgs(
                 cluster_name=cluster.name,
                 addon_name=addon,
+                configuration_values=config.get(addon),
+                pod_identity_associations=(
+                    [
+                        aws.eks.AddonPodIdentityAssociationArgs(
+                            role_arn=ebs_csi_role_arn, service_account=EBS_CSI_CONTROLLER_SA
+                        )
+                    ]
+                    if addon == EBS_CSI_ADDON
+                    else None
+                ),
                 # EKS pre-installs vpc-cni, kube-proxy and coredns as plain manifests; take them over.
                 resolve_conflicts_on_create="OVERWRITE",
                 resolve_conflicts_on_update="OVERWRITE",
@@ -42,6 +76,30 @@ def cluster_addons(
             # A Deployment add-on stays DEGRADED (and the create times out) until a node can run it.
             opts=owner.child_opts(depends_on=[system_group] if needs_nodes else None),
         )
+    return made
+
+
+def block_storage_class(
+    owner: CloudComponent, provider: k8s.Provider, depends_on: Sequence[pulumi.Resource] = ()
+) -> k8s.storage.v1.StorageClass:
+    """The gp3 StorageClass (catalog ``storage.yaml`` block_classes.aws) the Slurm layer's claims name.
+
+    Volumes are kept when their claim goes (Retain): the controller's state outlives any redeploy.
+    WaitForFirstConsumer creates each volume in the zone of the node its pod is scheduled to.
+    """
+    spec = load_catalog().storage.block_classes["aws"]
+    if spec.name is None or spec.provisioner is None or spec.disk_type is None:
+        raise ValueError("catalog storage.yaml block_classes.aws needs name, provisioner and disk_type")
+    return k8s.storage.v1.StorageClass(
+        owner.child_name("storageclass", spec.name),
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=spec.name, labels={"app.kubernetes.io/part-of": "slonk-infra"}),
+        provisioner=spec.provisioner,
+        parameters={"type": spec.disk_type, "encrypted": "true"},
+        reclaim_policy="Retain",
+        volume_binding_mode="WaitForFirstConsumer",
+        allow_volume_expansion=True,
+        opts=owner.child_opts(provider=provider, depends_on=list(depends_on)),
+    )
 
 
 def device_plugins(

@@ -7,8 +7,9 @@ Per worker group, one :class:`~slonk_infra.clouds.aws.worker_group.AwsWorkerGrou
   ``aws.ec2.PlacementGroup`` when the group wants compact placement and consumes no reservation.
 
 Everything else is constant for a declaration: IAM roles, the cluster, access entries per admin,
-add-ons, the device-plugin Helm releases, the system node group, one EFA security group, one
-storage security group, and per storage entry one
+add-ons (the EBS CSI driver with its Pod Identity role among them), the device-plugin Helm
+releases, the block StorageClass, the system node group, one EFA security group, one storage
+security group, and per storage entry one
 :class:`~slonk_infra.clouds.aws.storage.AwsSharedStorage` (a filesystem, plus one EFS mount target
 per subnet).
 Node groups, filesystems and add-ons depend only on the cluster and IAM, so they are created in
@@ -159,9 +160,16 @@ class AwsInfrastructure(CloudComponent):
         self.placement_groups: dict[str, aws.ec2.PlacementGroup] = {
             n: w.placement_group for n, w in self.worker_groups.items() if w.placement_group is not None
         }
+        installed: list[pulumi.Resource] = []
         if self.cluster is not None:
-            addons.cluster_addons(self, self.cluster, {vol.kind for vol in storage}, self.system_group)
+            ebs_role, ebs_attachments = self._role("ebs-csi-role", "pods.eks.amazonaws.com", (addons.EBS_CSI_POLICY,))
+            made = addons.cluster_addons(
+                self, self.cluster, {vol.kind for vol in storage}, self.system_group, ebs_role.arn
+            )
+            installed = [made[addons.EBS_CSI_ADDON], *ebs_attachments]
             addons.device_plugins(self, provider, self.gpu_groups, self.efa_groups)
+        # On an existing cluster the class still needs the EBS CSI driver, which that cluster owns.
+        self.storage_class = addons.block_storage_class(self, provider, installed)
 
         self.storage: dict[str, AwsSharedStorage] = {}
         if storage:
