@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
-# Sets up everything the tests need on a fresh Debian bookworm machine (as root) and runs them all:
-# real Slurm (host 22.05 + a sid chroot with 26.05), the package with its test extras, checkov in
-# its own virtualenv (its pins clash with Pulumi's), then the linter, the type checker and pytest.
+# Sets up everything the tests need on a fresh Debian bookworm machine (as root) and runs them all. Each
+# phase prints a banner. What it installs on the host: real Slurm (host 22.05 + a sid chroot with 26.05,
+# tools/install-slurm.sh) and Debian's python3-venv when missing. Everything Python goes into virtual
+# environments, never into the system interpreter: ./.venv (the package and its test tools at the pins
+# of constraints.txt) and checkov in its own (its pins clash with Pulumi's). Then ruff, mypy and pytest.
+# Arguments are passed to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON="${PYTHON:-python3}"
-bash tools/install-slurm.sh
-"$PYTHON" -m pip install --quiet --upgrade pip
-"$PYTHON" -m pip install --quiet -e ".[test]"
+export PYTHON="${PYTHON:-python3}"
+phase() { printf '\n==== tools/test.sh [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+phase "real Slurm on the host and in a sid chroot (tools/install-slurm.sh)"
+bash tools/install-slurm.sh
+
+phase "Python environment: ./.venv with slonk-infra[test] at the constraints.txt pins (tools/venv.sh)"
+bash tools/venv.sh test
+export VIRTUAL_ENV="$PWD/.venv"
+export PATH="$VIRTUAL_ENV/bin:$PATH"
+
+phase "checkov in its own virtual environment"
 CHECKOV_VENV="${SLONK_CHECKOV_VENV:-$HOME/.cache/slonk-infra/checkov-venv}"
 if ! "$CHECKOV_VENV/bin/checkov" --version >/dev/null 2>&1; then
+  rm -rf "$CHECKOV_VENV"
   "$PYTHON" -m venv "$CHECKOV_VENV"
-  "$CHECKOV_VENV/bin/pip" install --quiet "checkov==3.3.30"
+  "$CHECKOV_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c tools/checkov-constraints.txt "checkov==3.3.30"
 fi
 export SLONK_CHECKOV="$CHECKOV_VENV/bin/checkov"
 
+phase "ruff check and ruff format --check"
 ruff check .
 ruff format --check .
+
+phase "mypy (strict)"
 mypy
-"$PYTHON" -m pytest -q "$@"
+
+phase "pytest"
+python -m pytest -q "$@"
+
+phase "done"
