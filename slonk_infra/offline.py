@@ -69,6 +69,11 @@ class Registration:
     provider: str
 
 
+def _service_account(name: str, state: State) -> State:
+    email = f"{state.get('accountId', name)}@{state.get('project', 'project')}.iam.gserviceaccount.com"
+    return {"email": email, "member": f"serviceAccount:{email}"}
+
+
 def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:17]
 
@@ -98,6 +103,7 @@ FAKE_OUTPUTS: dict[str, Fake] = {
         id=lambda n, s: f"projects/{s.get('project')}/locations/{s.get('location')}/clusters/{s['name']}",
     ),
     "gcp:filestore/instance:Instance": Fake(outputs=_filestore_ips),
+    "gcp:serviceaccount/account:Account": Fake(outputs=_service_account),
     "aws:eks/cluster:Cluster": Fake(
         outputs=lambda n, s: {
             "endpoint": after_deploy(f"{n}.endpoint"),

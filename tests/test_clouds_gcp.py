@@ -12,6 +12,7 @@ from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
 from slonk_infra.catalog import load_catalog, topology_chips
 from slonk_infra.clouds.common import SYSTEM_POOL
 from slonk_infra.clouds.gcp import TOKEN, TOPOLOGY_LABELS, GcpInfrastructure, filestore_share
+from slonk_infra.clouds.gcp.infrastructure import node_account_id
 from slonk_infra.offline import OfflineRun, run_offline
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.stacks import load_declaration
@@ -21,6 +22,7 @@ NODE_POOL = "gcp:container/nodePool:NodePool"
 CLUSTER = "gcp:container/cluster:Cluster"
 FILESTORE = "gcp:filestore/instance:Instance"
 RESOURCE_POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
+IAM_MEMBER = "gcp:projects/iAMMember:IAMMember"
 
 # Importing pulumi_gcp.compute warns about deprecated resources this adapter does not use.
 pytestmark = pytest.mark.filterwarnings("ignore:.*has been deprecated in favor of:DeprecationWarning")
@@ -234,10 +236,38 @@ def test_resource_count_does_not_depend_on_node_count() -> None:
 
 def test_pools_and_storage_do_not_wait_for_each_other(run: OfflineRun[CloudResult]) -> None:
     [cluster] = run.of_type(CLUSTER)
+    # Pools wait for the cluster and for their identity's role bindings (a node that boots before
+    # it may write logs or pull images never becomes Ready), and for nothing else.
+    bindings = {r.urn for r in run.of_type(IAM_MEMBER)}
+    [account] = run.of_type("gcp:serviceaccount/account:Account")
     for node_pool in run.of_type(NODE_POOL):
-        assert set(node_pool.dependencies) <= {cluster.urn}, node_pool.name
+        assert set(node_pool.dependencies) <= {cluster.urn, account.urn} | bindings, node_pool.name
+        assert bindings <= set(node_pool.dependencies), node_pool.name
     for instance in run.of_type(FILESTORE):
         assert instance.dependencies == (), instance.name
+
+
+def test_nodes_run_as_a_least_privilege_service_account(run: OfflineRun[CloudResult]) -> None:
+    [account] = run.of_type("gcp:serviceaccount/account:Account")
+    assert account.inputs["accountId"] == "slonk-gcp-nodes"
+    roles = sorted(m.inputs["role"] for m in run.of_type(IAM_MEMBER))
+    assert roles == sorted(load_catalog().platform.clouds["gcp"].node_service_account_roles)
+    assert "roles/container.defaultNodeServiceAccount" in roles
+    assert all(m.inputs["member"].startswith("serviceAccount:") for m in run.of_type(IAM_MEMBER))
+    for node_pool in run.of_type(NODE_POOL):
+        # Every pool, the system pool included: never the project's Compute Engine default account.
+        assert (
+            node_pool.inputs["nodeConfig"]["serviceAccount"] == "slonk-gcp-nodes@my-ml-project.iam.gserviceaccount.com"
+        )
+
+
+@pytest.mark.parametrize(
+    ("cluster", "account"),
+    [("a", "a-nodes"), ("x" * 30, "x" * 24 + "-nodes"), ("ab-" * 10, "ab-ab-ab-ab-ab-ab-ab-ab-nodes")],
+)
+def test_node_account_id_fits_iam_limits(cluster: str, account: str) -> None:
+    got = node_account_id(cluster.rstrip("-"))
+    assert got == account and 6 <= len(got) <= 30 and "--" not in got
 
 
 def test_no_duplicate_urns_and_no_stringified_outputs(run: OfflineRun[CloudResult]) -> None:
@@ -249,3 +279,15 @@ def test_plan_for_another_cloud_is_rejected() -> None:
     plan = build_plan(load_declaration("local"))
     with pytest.raises(ValueError, match="gcp declaration"):
         run_offline(lambda: GcpInfrastructure("wrong", plan))
+
+
+def test_claims_on_the_system_pool_can_use_gkes_pd_balanced_class() -> None:
+    # slurmctld's state claim (and an in-cluster NFS server's) lands on the system pool and names
+    # GKE's standard-rwo class (pd-balanced); a Hyperdisk-only system machine would need a hyperdisk
+    # class instead (A3 Ultra, A4, A4X and tpu7x cannot attach pd-balanced).
+    from slonk_infra.clouds.gcp.infrastructure import SYSTEM_MACHINE
+
+    catalog = load_catalog()
+    assert not catalog.machines[SYSTEM_MACHINE].hyperdisk_only
+    assert catalog.storage.block_classes["gcp"].name == "standard-rwo"
+    assert catalog.storage.block_classes["gcp"].disk_type == "pd-balanced"

@@ -3,8 +3,10 @@
 Per worker group it creates exactly one ``gcp.container.NodePool``; a multi-host slice of a TPU
 generation that needs a workload policy (tpu7x) adds one ``gcp.compute.ResourcePolicy``. The rest
 is constant: the cluster and its Kubernetes provider (or only the provider for an existing
-cluster), the system node pool, and one Filestore instance per ``filestore`` storage entry. Node
-pools depend only on the cluster and Filestore on nothing here, so Pulumi creates them in parallel.
+cluster), the nodes' own IAM service account with its least-privilege role bindings (catalog
+``platform.yaml``; never the project's broad Compute Engine default account), the system node
+pool, and one Filestore instance per ``filestore`` storage entry. Node pools depend only on the
+cluster and the role bindings, and Filestore on nothing here, so Pulumi creates them in parallel.
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ GKE_AUTH_EXEC = {
 }
 
 
+def node_account_id(cluster: str) -> str:
+    """IAM account id of the cluster's nodes: 6-30 characters, letters, digits and dashes."""
+    return f"{cluster[:24].rstrip('-')}-nodes"
+
+
 class GcpInfrastructure(CloudComponent):
     """GKE cluster, node pools and Filestore for one :class:`ClusterPlan`.
 
@@ -89,6 +96,7 @@ class GcpInfrastructure(CloudComponent):
             cluster_ref = f"projects/{self.gcp.project}/locations/{self.region}/clusters/{decl.name}"
             provider = existing_cluster_provider(self.child_name("k8s"), decl.kubernetes, self.child_opts())
 
+        self.node_account, self.node_roles = self._node_identity()
         self.system_pool = self._system_pool(cluster_ref)
         zone = self._pool_zone()[0]
         self.worker_groups: dict[str, GcpWorkerGroup] = {
@@ -102,6 +110,8 @@ class GcpInfrastructure(CloudComponent):
                     zone=zone,
                     workload_policy=self._needs_workload_policy(g),
                     child_prefix=self._name,
+                    service_account=self.node_account.email,
+                    depends_on=self.node_roles,
                 ),
                 self.child_opts(),
             )
@@ -195,6 +205,29 @@ class GcpInfrastructure(CloudComponent):
 
         return pulumi.Output.all(cluster.name, cluster.endpoint, cluster.master_auth).apply(render)
 
+    # -- node identity ---------------------------------------------------------------------------
+    def _node_identity(self) -> tuple[gcp.serviceaccount.Account, list[pulumi.Resource]]:
+        """The nodes' IAM service account and its project role bindings (logging, monitoring, image pulls)."""
+        platform = self.catalog.platform.clouds["gcp"]
+        account = gcp.serviceaccount.Account(
+            self.child_name("nodes"),
+            gcp.serviceaccount.AccountArgs(
+                account_id=node_account_id(self.plan.declaration.name),
+                project=self.gcp.project,
+                display_name=f"slonk-infra {self.plan.name} nodes",
+            ),
+            opts=self.child_opts(),
+        )
+        bindings: list[pulumi.Resource] = [
+            gcp.projects.IAMMember(
+                self.child_name("nodes", role.rsplit("/", 1)[-1]),
+                gcp.projects.IAMMemberArgs(project=self.gcp.project, role=role, member=account.member),
+                opts=self.child_opts(),
+            )
+            for role in platform.node_service_account_roles
+        ]
+        return account, bindings
+
     # -- node pools ------------------------------------------------------------------------------
     def _pool_zone(self) -> list[str]:
         if self.zone is None:
@@ -223,8 +256,9 @@ class GcpInfrastructure(CloudComponent):
                     workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(
                         mode="GKE_METADATA"
                     ),
+                    service_account=self.node_account.email,
                     oauth_scopes=[CLOUD_PLATFORM_SCOPE],
                 ),
             ),
-            opts=self.child_opts(delete_before_replace=True),
+            opts=self.child_opts(delete_before_replace=True, depends_on=self.node_roles),
         )

@@ -3,6 +3,7 @@ policy a multi-host tpu7x slice is placed by."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -37,6 +38,10 @@ class GcpWorkerGroupArgs:
     """Place the slice with a workload policy (multi-host slices of generations that need one)."""
     child_prefix: str = ""
     """Prefix of the children's logical names (default: the component's name)."""
+    service_account: pulumi.Input[str] | None = None
+    """Email of the nodes' IAM service account (None: the project's Compute Engine default)."""
+    depends_on: Sequence[pulumi.Resource] = ()
+    """What the node pool waits for (the service account's role bindings)."""
 
 
 class GcpWorkerGroup(pulumi.ComponentResource):
@@ -84,7 +89,7 @@ class GcpWorkerGroup(pulumi.ComponentResource):
             ),
             # The pool keeps the group's name, so a replacement must remove the old pool first; for
             # reserved capacity that is also the only order that fits.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=list(args.depends_on)),
         )
 
     def _node_config(self, group: WorkerGroup) -> gcp.container.NodePoolNodeConfigArgs:
@@ -126,6 +131,7 @@ class GcpWorkerGroup(pulumi.ComponentResource):
             reservation_affinity=reservation,
             disk_type="hyperdisk-balanced" if group.tpu_generation in HYPERDISK_ONLY_TPUS else None,
             workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
+            service_account=self._args.service_account,
             oauth_scopes=[CLOUD_PLATFORM_SCOPE],
         )
 
