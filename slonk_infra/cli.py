@@ -31,6 +31,15 @@ STACKS_DIR = click.option(
 )
 
 
+PROGRAM = click.option(
+    "--program",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A Pulumi program file to run instead of slonk-infra's own program (e.g. your project's __main__.py). "
+    "Resource transforms it registers are applied as `pulumi preview` applies them.",
+)
+
+
 def _fail(err: Exception) -> NoReturn:
     click.echo(f"error: {err}", err=True)
     sys.exit(2)
@@ -79,15 +88,16 @@ def validate(stack: str, stacks_dir: Path | None) -> None:
     default=None,
     help="Output folder. Default: out/<stack name> under the current directory.",
 )
+@PROGRAM
 @STACKS_DIR
-def render(stack: str, out: Path | None, stacks_dir: Path | None) -> None:
+def render(stack: str, out: Path | None, program: Path | None, stacks_dir: Path | None) -> None:
     """Run STACK's Pulumi program under the mock runtime and write what it would create."""
-    from slonk_infra.render import run_program, write_render
+    from slonk_infra.render import program_file, run_program, write_render
 
     _plan(stack, stacks_dir)
     name = stack_name(stack)
     try:
-        run = run_program(name, load_stack_config(stack, stacks_dir))
+        run = run_program(name, load_stack_config(stack, stacks_dir), program_file(program) if program else None)
     except INPUT_ERRORS as err:
         _fail(err)
     target = out or Path("out") / name
@@ -102,7 +112,8 @@ def render(stack: str, out: Path | None, stacks_dir: Path | None) -> None:
         f"  kubernetes manifests: {target}/kubernetes/  slurm files: {target}/slurm/  "
         f"cloud resources: {target}/cloud/resources.json"
     )
-    click.echo(f"  {run.transforms_note()}")
+    if run.transforms_run:
+        click.echo(f"  {run.transforms_note()}")
 
 
 @main.command(epilog=STACK_HELP)
@@ -118,25 +129,29 @@ def render(stack: str, out: Path | None, stacks_dir: Path | None) -> None:
 @click.option(
     "--all", "show_all", is_flag=True, help="List every violation instead of one line per policy and resource."
 )
+@PROGRAM
 @STACKS_DIR
-def check(stack: str, policy_config: Path | None, show_all: bool, stacks_dir: Path | None) -> None:
+def check(
+    stack: str, policy_config: Path | None, show_all: bool, program: Path | None, stacks_dir: Path | None
+) -> None:
     """Run the policy pack on STACK's program offline; exit 1 on any mandatory violation."""
     from slonk_infra.policy.config import PolicyConfigError, load_policy_config
     from slonk_infra.policy.runner import PolicyRunError, check_registrations, format_report
-    from slonk_infra.render import run_program
+    from slonk_infra.render import program_file, run_program
 
     source = policy_config or DEFAULT_POLICY_CONFIG
     _plan(stack, stacks_dir)
     name = stack_name(stack)
     try:
         config = load_policy_config(source)
-        run = run_program(name, load_stack_config(stack, stacks_dir))
+        run = run_program(name, load_stack_config(stack, stacks_dir), program_file(program) if program else None)
         result = check_registrations(run.registrations, config)
     except (DeclarationError, StackFileError, PolicyConfigError, PolicyRunError) as err:
         _fail(err)
     shown = str(policy_config) if policy_config else "packaged policy-config.json"
     click.echo(format_report(name, result, shown, group=not show_all))
-    click.echo(run.transforms_note())
+    if run.transforms_run:
+        click.echo(run.transforms_note())
     sys.exit(1 if result.failed else 0)
 
 

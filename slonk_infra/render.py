@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gc
 import json
+import runpy
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -128,6 +130,21 @@ def _clean(value: Any, secret: bool = False) -> Any:
     if value == UNKNOWN:
         return after_deploy("value")
     return SECRET_PLACEHOLDER if secret and value is not None else value
+
+
+def program_file(path: Path) -> Callable[[], Any]:
+    """A Pulumi program file (a project's ``__main__.py``) as a program to run, as the Pulumi CLI runs it:
+    as ``__main__``, with its folder first on ``sys.path``."""
+
+    def run() -> Any:
+        folder = str(path.resolve().parent)
+        sys.path.insert(0, folder)
+        try:
+            return runpy.run_path(str(path), run_name="__main__")
+        finally:
+            sys.path.remove(folder)
+
+    return run
 
 
 def run_program(

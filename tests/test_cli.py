@@ -194,3 +194,26 @@ def test_rendered_munge_key_secret_shows_its_key_name_and_no_wire_envelope(tmp_p
         if path.is_file():
             text = path.read_text(errors="replace")
             assert "4dabf18193072939515e22adb298388d" not in text and "1b47061264138c4ac30d75fd1eb44270" not in text
+
+
+def test_check_runs_a_users_program_with_its_transforms_as_preview_would(tmp_path: Path) -> None:
+    """A project's __main__.py that unprotects every claim through a stack transform fails the check."""
+    program = tmp_path / "__main__.py"
+    program.write_text(
+        "import pulumi\n"
+        "from slonk_infra.program import main\n\n"
+        "def unprotect(args):\n"
+        "    if args.type_ == 'kubernetes:core/v1:PersistentVolumeClaim':\n"
+        "        opts = pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(protect=False))\n"
+        "        return pulumi.ResourceTransformResult(args.props, opts)\n"
+        "    return None\n\n"
+        "pulumi.runtime.register_resource_transform(unprotect)\n"
+        "main()\n",
+        encoding="utf-8",
+    )
+    own = invoke("check", "gcp", "--stacks-dir", str(STACKS))
+    users = invoke("check", "gcp", "--stacks-dir", str(STACKS), "--program", str(program))
+    assert own.exit_code == 0 and "transforms:" not in own.output, own.output
+    assert users.exit_code == 1, users.output
+    assert "[mandatory] stateful-resources-protected:" in users.output
+    assert "resource transform call(s) applied as `pulumi preview` would" in users.output
