@@ -1,0 +1,137 @@
+"""What one worker pod may request on its node, and what Slurm may promise jobs there.
+
+The cloud's node model (``catalog_nodes``) gives the node's allocatable CPU and memory: capacity
+(the kernel's MemTotal, below the nominal size) minus the kubelet reservation and the eviction
+threshold. The system pods every node runs (DaemonSets: device plugins, CSI nodes, logging, the
+fabric installers) take their requests from that, and the worker pod's own sidecars take theirs
+from the pod's share. What is left is slurmd's container request, and Slurm's ``RealMemory`` is
+exactly that: a job can never be promised memory the pod cannot get. CPUs go to Slurm in whole
+cores; the cores the node keeps are Slurm's ``CoreSpecCount``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from slonk_infra.catalog import Catalog, MachineType, load_catalog
+
+
+@dataclass(frozen=True)
+class Request:
+    """A CPU and memory request (a container, a DaemonSet pod, a sum of them)."""
+
+    cpu_m: int
+    memory_mib: int
+
+
+# munged, the worker pod's native sidecar (its requests in the Slurm layer's pod spec).
+MUNGED = Request(cpu_m=50, memory_mib=64)
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What one worker node gives Slurm, and what slurmd's container requests from Kubernetes.
+
+    Slurm schedules ``(cores - core_spec) * threads_per_core`` CPUs and ``real_memory_mib``; the
+    slurmd container requests exactly that, so the pod fits wherever the node model says it does.
+    """
+
+    sockets: int
+    cores_per_socket: int
+    threads_per_core: int
+    core_spec: int
+    real_memory_mib: int
+
+    @property
+    def cpus(self) -> int:
+        """Schedulable CPUs (hardware threads) after core specialization."""
+        return (self.sockets * self.cores_per_socket - self.core_spec) * self.threads_per_core
+
+
+@dataclass(frozen=True)
+class NodeBudget:
+    """How one node's allocatable resources divide between system pods, the worker's sidecars and slurmd."""
+
+    machine: MachineType
+    capacity_mib: int
+    allocatable: Request
+    daemonsets: Request
+    sidecars: Request
+
+    @property
+    def pod(self) -> Request:
+        """What the worker pod as a whole may request: allocatable minus the system pods."""
+        return Request(
+            self.allocatable.cpu_m - self.daemonsets.cpu_m, self.allocatable.memory_mib - self.daemonsets.memory_mib
+        )
+
+    @property
+    def slurmd(self) -> Request:
+        """What slurmd's container may request: the pod's share minus its sidecars."""
+        return Request(self.pod.cpu_m - self.sidecars.cpu_m, self.pod.memory_mib - self.sidecars.memory_mib)
+
+    @property
+    def shape(self) -> NodeShape:
+        """Slurm's view of the node: whole cores slurmd's request covers, and its memory."""
+        m = self.machine
+        cores = m.sockets * m.cores_per_socket
+        usable = max(0, min(cores, self.slurmd.cpu_m // (1000 * m.threads_per_core)))
+        if usable < 1 or self.slurmd.memory_mib < 1:
+            raise ValueError(
+                f"{m.name}: nothing left for slurmd after the system pods and sidecars "
+                f"(allocatable {self.allocatable}, system pods {self.daemonsets}, sidecars {self.sidecars})"
+            )
+        return NodeShape(
+            sockets=m.sockets,
+            cores_per_socket=m.cores_per_socket,
+            threads_per_core=m.threads_per_core,
+            core_spec=cores - usable,
+            real_memory_mib=self.slurmd.memory_mib,
+        )
+
+
+def node_budget(
+    machine: MachineType,
+    storage_kinds: Iterable[str] = (),
+    sidecars: Iterable[Request] = (MUNGED,),
+    catalog: Catalog | None = None,
+) -> NodeBudget:
+    """The budget of one node of ``machine`` in a cluster with shared filesystems of ``storage_kinds``."""
+    cat = catalog or load_catalog()
+    model = cat.node_model(machine)
+    ds = cat.daemonset_reservation(machine, frozenset(storage_kinds))
+    extra = list(sidecars)
+    return NodeBudget(
+        machine=machine,
+        capacity_mib=model.capacity_mib(machine),
+        allocatable=Request(model.allocatable_cpu_m(machine), model.allocatable_memory_mib(machine)),
+        daemonsets=Request(ds.cpu_m, ds.memory_mib),
+        sidecars=Request(sum(s.cpu_m for s in extra), sum(s.memory_mib for s in extra)),
+    )
+
+
+def fits(budget: NodeBudget, slurmd: Request) -> bool:
+    """Whether a worker pod whose slurmd container requests ``slurmd`` fits beside the node's system pods."""
+    pod = Request(slurmd.cpu_m + budget.sidecars.cpu_m, slurmd.memory_mib + budget.sidecars.memory_mib)
+    return (
+        pod.cpu_m + budget.daemonsets.cpu_m <= budget.allocatable.cpu_m
+        and pod.memory_mib + budget.daemonsets.memory_mib <= budget.allocatable.memory_mib
+    )
+
+
+def parse_quantity_mib(value: str) -> int:
+    """A Kubernetes memory quantity (``512Mi``, ``2Gi``, ``1048576Ki``, bytes) in MiB, rounded up."""
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
+    for suffix, factor in units.items():
+        if value.endswith(suffix):
+            return math.ceil(float(value[: -len(suffix)]) * factor)
+    return math.ceil(int(value) / (1024 * 1024))
+
+
+def parse_quantity_m(value: str) -> int:
+    """A Kubernetes CPU quantity (``250m``, ``2``, ``0.5``) in millicores."""
+    if value.endswith("m"):
+        return int(value[:-1])
+    return round(float(value) * 1000)
