@@ -18,7 +18,7 @@ make_venv() { "$PYTHON" -m venv "$VENV"; }
 
 if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
   rm -rf "$VENV"
-  if ! make_venv 2>/dev/null; then
+  if ! make_venv >/dev/null 2>&1; then
     rm -rf "$VENV"
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       echo "tools/venv.sh: $PYTHON cannot make a virtual environment; installing Debian's python3-venv"
