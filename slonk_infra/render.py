@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from slonk_infra.kube import names
 from slonk_infra.offline import (
     SECRET_PLACEHOLDER,
     SECRET_SIG,
@@ -181,7 +182,7 @@ def write_render(run: ProgramRun, out_dir: Path) -> dict[str, Any]:
         (kube_dir / name).write_text(text, encoding="utf-8")
     (kube_dir / "all.yaml").write_text("---\n".join(texts), encoding="utf-8")
     # The Slurm files are written from the ConfigMaps the program declared, not rendered a second time.
-    folders = {"slurm-config": "", "slurm-topology": "", "slurm-scripts": "scripts/"}
+    folders = {names.CONFIG_MAP: "", names.TOPOLOGY_MAP: "", names.SCRIPTS_MAP: "scripts/"}
     for obj in objects:
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] in folders:
             for name, text in obj.get("data", {}).items():

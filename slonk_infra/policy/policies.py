@@ -29,16 +29,12 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from slonk_infra.kube.names import COMPONENT as COMPONENT_LABEL
+from slonk_infra.kube.names import CONFIG_MAP as SLURM_CONFIG_MAP
+from slonk_infra.kube.names import GPU_RESOURCE, NODEPOOL_LABEL, POOL_LABEL, TPU_RESOURCE, TPU_TOPOLOGY_LABEL
 from slonk_infra.policy import secrets, slurmconf
 from slonk_infra.policy.images import parse_image, version_matches
 from slonk_infra.policy.props import (
-    COMPONENT_LABEL,
-    GPU_RESOURCE,
-    NODEPOOL_LABEL,
-    POOL_LABEL,
-    SLURM_CONFIG_MAP,
-    TPU_RESOURCE,
-    TPU_TOPOLOGY_LABEL,
     accelerator_container,
     accelerator_limits,
     as_int,

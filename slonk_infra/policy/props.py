@@ -15,16 +15,9 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-NAME_LABEL = "app.kubernetes.io/name"
-COMPONENT_LABEL = "app.kubernetes.io/component"
-SLURM_APP = "slurm"
-GROUP_LABEL = "slonk.dev/group"
-POOL_LABEL = "slonk.dev/pool"
-NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
-GPU_RESOURCE = "nvidia.com/gpu"
-TPU_RESOURCE = "google.com/tpu"
-SLURM_CONFIG_MAP = "slurm-config"
+from slonk_infra.kube.names import APP as SLURM_APP
+from slonk_infra.kube.names import COMPONENT as COMPONENT_LABEL
+from slonk_infra.kube.names import GPU_RESOURCE, GROUP_LABEL, NAME_LABEL, TPU_RESOURCE, WORKER_COMPONENT
 
 # Kinds whose objects run containers, and where their pod spec sits.
 POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
@@ -151,7 +144,7 @@ def worker_group(props: Any) -> str | None:
     """The worker group of a Slurm worker workload (``slonk.dev/group``), None for other workloads."""
     lab = labels(props)
     group = lab.get(GROUP_LABEL)
-    if group is None and lab.get(COMPONENT_LABEL) == "worker":
+    if group is None and lab.get(COMPONENT_LABEL) == WORKER_COMPONENT:
         group = known(props, "metadata", "name")
     return group if isinstance(group, str) else None
 

@@ -1,0 +1,183 @@
+"""Objects of the Slurm layer that belong to no single role: namespace, RBAC, priorities, network
+policies, disruption budgets, and the ConfigMaps and Secrets every role mounts."""
+
+from __future__ import annotations
+
+from slonk_infra.kube import names
+from slonk_infra.kube.inputs import KubeInputs
+from slonk_infra.kube.pod import Obj, meta
+from slonk_infra.plan import ClusterPlan
+from slonk_infra.slurm import SlurmFiles
+
+
+def namespace(plan: ClusterPlan) -> Obj:
+    """The namespace; workers need privileged pods (see the worker builder), so PSA enforces privileged."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": plan.namespace,
+            "labels": {
+                **names.labels(names.NAMESPACE_COMPONENT),
+                "pod-security.kubernetes.io/enforce": "privileged",
+                "pod-security.kubernetes.io/warn": "baseline",
+            },
+        },
+    }
+
+
+def rbac(plan: ClusterPlan) -> list[Obj]:
+    """Service accounts: none of the Slurm pods talks to the API server, so none gets a token or a Role."""
+    ns = plan.namespace
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": meta(names.SERVICE_ACCOUNT, ns, names.RBAC_COMPONENT),
+            "automountServiceAccountToken": False,
+        },
+        # Read-only view of the cluster's pods for operators' tooling (sinfo vs kubectl), bound to nobody
+        # by default: an explicit, minimal Role to bind instead of handing out cluster-admin.
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": meta(names.VIEWER_ROLE, ns, names.RBAC_COMPONENT),
+            "rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]}],
+        },
+    ]
+
+
+def config_maps(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> list[Obj]:
+    """Slurm config, topology and scripts. The munge key is never in a ConfigMap."""
+    topo = {k: v for k, v in files.config.items() if k.startswith("topology")}
+    rest = {k: v for k, v in files.config.items() if k not in topo}
+    ns = plan.namespace
+    topo_meta = meta(names.TOPOLOGY_MAP, ns, names.CONFIG_COMPONENT)
+    if inputs.topology_labels:
+        # Recorded beside the static topology for tools that refine it from the nodes' physical placement.
+        topo_meta["annotations"] = {names.TOPOLOGY_LABELS: ",".join(inputs.topology_labels)}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(names.CONFIG_MAP, ns, names.CONFIG_COMPONENT),
+            "data": rest,
+        },
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": topo_meta, "data": topo},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(names.SCRIPTS_MAP, ns, names.CONFIG_COMPONENT),
+            "data": dict(files.scripts),
+        },
+    ]
+
+
+def secrets(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
+    """The munge key (and the JWT key with slurmrestd), only as Secrets."""
+    ns = plan.namespace
+    out = [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta(names.MUNGE_SECRET, ns, names.AUTH_COMPONENT),
+            "type": "Opaque",
+            "data": {names.MUNGE_KEY_FILE: inputs.munge_key_b64},
+        }
+    ]
+    if plan.declaration.slurm.rest_api:
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": meta(names.JWT_SECRET, ns, names.AUTH_COMPONENT),
+                "type": "Opaque",
+                "data": {names.JWT_FILE: inputs.jwt_key_b64},
+            }
+        )
+    return out
+
+
+def priority_classes(plan: ClusterPlan) -> list[Obj]:
+    """Workers sit below production workloads, so Kubernetes inference pods can take their nodes."""
+    ns = plan.namespace
+    return [
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": meta(names.worker_priority(ns), None, names.SCHEDULING_COMPONENT),
+            "value": 1000,
+            "preemptionPolicy": "Never",
+            "globalDefault": False,
+            "description": "Slurm worker pods: preemptible by production workloads.",
+        },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": meta(names.control_priority(ns), None, names.SCHEDULING_COMPONENT),
+            "value": 1000000,
+            "globalDefault": False,
+            "description": "Slurm controller and login pods.",
+        },
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": meta(names.production_priority(ns), None, names.SCHEDULING_COMPONENT),
+            "value": 100000,
+            "globalDefault": False,
+            "description": "Production workloads that may preempt Slurm workers to take their nodes.",
+        },
+    ]
+
+
+def network_policies(plan: ClusterPlan) -> list[Obj]:
+    """Deny ingress by default; Slurm traffic only between the namespace's pods; SSH to login only."""
+    ns = plan.namespace
+    return [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": meta("default-deny-ingress", ns, names.NETWORK_COMPONENT),
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            # slurmctld, slurmd and srun's ephemeral I/O ports: reachable from this namespace's pods only.
+            "metadata": meta("slurm-internal", ns, names.NETWORK_COMPONENT),
+            "spec": {
+                "podSelector": {"matchLabels": {names.NAME_LABEL: names.APP}},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"from": [{"podSelector": {}}]}],
+            },
+        },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": meta("login-ssh", ns, names.NETWORK_COMPONENT),
+            "spec": {
+                "podSelector": {"matchLabels": {names.COMPONENT: names.LOGIN_COMPONENT}},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"ports": [{"protocol": "TCP", "port": 22}]}],
+            },
+        },
+    ]
+
+
+def disruption_budgets(plan: ClusterPlan) -> list[Obj]:
+    """Voluntary evictions never take the controller, and take workers one at a time."""
+    ns = plan.namespace
+    return [
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": meta(names.CONTROLLER_BUDGET, ns, names.CONTROLLER_COMPONENT),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {names.COMPONENT: names.CONTROLLER_COMPONENT}}},
+        },
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": meta(names.WORKERS_BUDGET, ns, names.WORKER_COMPONENT),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {names.COMPONENT: names.WORKER_COMPONENT}}},
+        },
+    ]

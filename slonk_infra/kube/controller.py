@@ -1,0 +1,112 @@
+"""slurmctld: its StatefulSet, headless Service and state claim."""
+
+from __future__ import annotations
+
+from slonk_infra import naming
+from slonk_infra.kube import names
+from slonk_infra.kube.inputs import KubeInputs
+from slonk_infra.kube.pod import (
+    Obj,
+    common_mounts,
+    common_volumes,
+    config_hash,
+    config_mount,
+    config_volume,
+    meta,
+    restricted,
+    shared_mounts,
+    slurm_pod_spec,
+)
+from slonk_infra.plan import ClusterPlan
+from slonk_infra.slurm import SlurmFiles, paths
+
+COMPONENT = names.CONTROLLER_COMPONENT
+
+
+def service(plan: ClusterPlan) -> Obj:
+    """Headless Service giving the controller pod its stable DNS name (slurm.conf's SlurmctldHost)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(naming.CONTROLLER, plan.namespace, COMPONENT),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": names.selector(COMPONENT),
+            "ports": [{"name": "slurmctld", "port": paths.SLURMCTLD_PORT, "targetPort": paths.SLURMCTLD_PORT}],
+        },
+    }
+
+
+def state_claim(plan: ClusterPlan) -> Obj:
+    """slurmctld's state volume: a claim of its own so deleting the StatefulSet never deletes it."""
+    spec: Obj = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": f"{plan.declaration.controller.state_gib}Gi"}},
+    }
+    if plan.declaration.controller.storage_class:
+        spec["storageClassName"] = plan.declaration.controller.storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta(names.CONTROLLER_STATE_CLAIM, plan.namespace, COMPONENT),
+        "spec": spec,
+    }
+
+
+def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj:
+    """slurmctld: one replica, state on its claim, rolled (state kept) when the config changes."""
+    image = plan.declaration.image.reference
+    shared_volumes, shared = shared_mounts(plan)
+    ping = ["sh", "-c", "scontrol ping | grep -q 'is UP'"]
+    container: Obj = {
+        "name": "slurmctld",
+        "image": image,
+        "command": [f"{paths.SCRIPTS_DIR}/slurmctld.sh"],
+        "ports": [{"name": "slurmctld", "containerPort": paths.SLURMCTLD_PORT}],
+        "securityContext": restricted(run_as=names.SLURM_UID),
+        "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
+        "startupProbe": {"exec": {"command": ping}, "periodSeconds": 5, "failureThreshold": 60},
+        "livenessProbe": {
+            "exec": {"command": ping},
+            "periodSeconds": 30,
+            "timeoutSeconds": 10,
+            "failureThreshold": 4,
+        },
+        "readinessProbe": {"exec": {"command": ping}, "periodSeconds": 10, "timeoutSeconds": 10},
+        "volumeMounts": [
+            *common_mounts(),
+            config_mount(),
+            {"name": "state", "mountPath": paths.STATE_DIR},
+            *shared,
+        ],
+    }
+    pod_spec = slurm_pod_spec(
+        plan,
+        priority_class=names.control_priority(plan.namespace),
+        fs_group=names.SLURM_UID,
+        containers=[container],
+        volumes=[
+            *common_volumes(),
+            config_volume(jwt_key=plan.declaration.slurm.rest_api),
+            {"name": "state", "persistentVolumeClaim": {"claimName": names.CONTROLLER_STATE_CLAIM}},
+            *shared_volumes,
+        ],
+    )
+    if inputs.system_selector:
+        pod_spec["nodeSelector"] = dict(inputs.system_selector)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(naming.CONTROLLER, plan.namespace, COMPONENT),
+        "spec": {
+            "serviceName": naming.CONTROLLER,
+            "replicas": 1,
+            "selector": {"matchLabels": names.selector(COMPONENT)},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": names.labels(COMPONENT), "annotations": {names.CONFIG_HASH: config_hash(files)}},
+                "spec": pod_spec,
+            },
+        },
+    }

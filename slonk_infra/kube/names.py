@@ -1,0 +1,116 @@
+"""The names and labels vocabulary shared by the Kubernetes builders, the render and the policy pack.
+
+Every label key, component name, annotation key, object name, mount path and user id that more than
+one module relies on is spelled here once. Names derived from a pool or slice (StatefulSets, pods,
+Slurm nodes) live in :mod:`slonk_infra.naming`; this module holds the fixed ones. It imports nothing
+from the package, so the plan, the renderers and the policy pack can all read it.
+"""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------------------------------- labels
+APP = "slurm"  # value of NAME_LABEL on every object of the Slurm layer
+NAME_LABEL = "app.kubernetes.io/name"
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+PART_OF = "slonk-infra"
+COMPONENT = "app.kubernetes.io/component"
+GROUP_LABEL = "slonk.dev/group"  # worker group of a worker StatefulSet and its pods
+POOL_LABEL = "slonk.dev/pool"  # put on a group's nodes by every cloud; worker pods select it
+VOLUME_LABEL = "slonk.dev/volume"  # shared filesystem an in-cluster NFS server exports
+
+# Cloud-defined node labels and extended resources the layer selects or requests.
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+GPU_RESOURCE = "nvidia.com/gpu"
+TPU_RESOURCE = "google.com/tpu"
+
+# ------------------------------------------------------------------------------------ components
+CONTROLLER_COMPONENT = "controller"
+LOGIN_COMPONENT = "login"
+WORKER_COMPONENT = "worker"
+RESTAPI_COMPONENT = "restapi"
+NFS_COMPONENT = "nfs"
+STORAGE_COMPONENT = "storage"
+CONFIG_COMPONENT = "config"
+AUTH_COMPONENT = "auth"
+RBAC_COMPONENT = "rbac"
+NETWORK_COMPONENT = "network"
+SCHEDULING_COMPONENT = "scheduling"
+NAMESPACE_COMPONENT = "namespace"
+
+# ----------------------------------------------------------------------------------- annotations
+CONFIG_HASH = "slonk.dev/config-hash"  # rolls controller and login pods when the Slurm config changes
+TOPOLOGY_LABELS = "slonk.dev/node-topology-labels"  # on the topology ConfigMap: the cloud's topology labels
+
+# ---------------------------------------------------------------------------------- object names
+SERVICE_ACCOUNT = "slurm"
+VIEWER_ROLE = "slurm-viewer"
+CONFIG_MAP = "slurm-config"  # slurm.conf, gres.conf, cgroup.conf
+TOPOLOGY_MAP = "slurm-topology"  # topology.conf or topology.yaml
+SCRIPTS_MAP = "slurm-scripts"  # the pods' scripts
+MUNGE_SECRET = "munge-key"
+MUNGE_KEY_FILE = "munge.key"  # key of the munge Secret, and the file munged reads
+JWT_SECRET = "slurm-jwt"
+JWT_FILE = "jwt_hs256.key"  # key of the JWT Secret, and the file slurm.conf names
+CONTROLLER_STATE_CLAIM = "slurmctld-state"
+RESTAPI = "slurmrestd"
+CONTROLLER_BUDGET = "slurmctld"
+WORKERS_BUDGET = "slurm-workers"
+
+
+def worker_priority(namespace: str) -> str:
+    """PriorityClass of worker pods (below production workloads)."""
+    return f"{namespace}-slurm-worker"
+
+
+def control_priority(namespace: str) -> str:
+    """PriorityClass of controller, login and slurmrestd pods."""
+    return f"{namespace}-slurm-control"
+
+
+def production_priority(namespace: str) -> str:
+    """PriorityClass for production workloads that may preempt workers."""
+    return f"{namespace}-production"
+
+
+def claim_name(volume: str) -> str:
+    """PersistentVolumeClaim of a shared filesystem."""
+    return f"shared-{volume}"
+
+
+def nfs_server(volume: str) -> str:
+    """StatefulSet and Service of an in-cluster NFS server exporting ``volume``."""
+    return f"nfs-{volume}"
+
+
+# ------------------------------------------------------------------------------ paths in the pods
+MUNGE_SOCKET_DIR = "/run/munge"  # shared by munged and the Slurm daemons
+MUNGE_SECRET_DIR = "/etc/munge-secret"  # the Secret, root-owned, as Kubernetes mounts it
+MUNGE_PRIVATE_DIR = "/run/munge-key"  # munged's own copy, owned by munge
+RUN_SLURM_DIR = "/run/slurm"  # per-pod flags (a leaving worker's "terminating" mark)
+NFS_EXPORT_DIR = "/exports"
+
+# ---------------------------------------------------------------------------------------- users
+MUNGE_UID = 400
+SLURM_UID = 401
+# slurmrestd refuses to run as root or as SlurmUser; the image has a user of its own for it.
+SLURMRESTD_UID = 402
+
+
+def labels(component: str, **extra: str) -> dict[str, str]:
+    """Standard labels of every Slurm object."""
+    return {NAME_LABEL: APP, PART_OF_LABEL: PART_OF, COMPONENT: component, **extra}
+
+
+def selector(component: str, **extra: str) -> dict[str, str]:
+    """Labels selecting the pods of one component of the Slurm layer."""
+    return {COMPONENT: component, NAME_LABEL: APP, **extra}
+
+
+def meta(name: str, namespace: str | None, component: str, **extra: str) -> dict[str, object]:
+    """ObjectMeta with the standard labels; namespace None for cluster-scoped objects."""
+    out: dict[str, object] = {"name": name, "labels": labels(component, **extra)}
+    if namespace is not None:
+        out["namespace"] = namespace
+    return out

@@ -1,0 +1,71 @@
+"""slurmrestd, when the declaration asks for it: a Deployment and its Service.
+
+Clients authenticate with JWTs slurmctld issues; slurmrestd runs as its own unprivileged user.
+"""
+
+from __future__ import annotations
+
+from slonk_infra.kube import names
+from slonk_infra.kube.pod import Obj, config_mount, config_volume, meta, restricted, slurm_pod_spec
+from slonk_infra.plan import ClusterPlan
+from slonk_infra.slurm import paths
+
+COMPONENT = names.RESTAPI_COMPONENT
+
+
+def service(plan: ClusterPlan) -> Obj:
+    """The REST API inside the cluster (HTTP; every request carries a JWT)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(names.RESTAPI, plan.namespace, COMPONENT),
+        "spec": {
+            "selector": names.selector(COMPONENT),
+            "ports": [{"name": "http", "port": paths.SLURMRESTD_PORT, "targetPort": paths.SLURMRESTD_PORT}],
+        },
+    }
+
+
+def deployment(plan: ClusterPlan) -> Obj:
+    """One slurmrestd replica: stateless, it reads slurm.conf and asks slurmctld."""
+    probe = {"tcpSocket": {"port": paths.SLURMRESTD_PORT}, "periodSeconds": 10}
+    container: Obj = {
+        "name": "slurmrestd",
+        "image": plan.declaration.image.reference,
+        "command": ["slurmrestd", f"0.0.0.0:{paths.SLURMRESTD_PORT}"],
+        # daemon mode: each request carries the user's JWT, checked by slurmctld.
+        "env": [{"name": "SLURM_JWT", "value": "daemon"}],
+        "ports": [{"name": "http", "containerPort": paths.SLURMRESTD_PORT}],
+        "securityContext": restricted(run_as=names.SLURMRESTD_UID),
+        "resources": {
+            "requests": {"cpu": "250m", "memory": "256Mi"},
+            "limits": {"memory": "1Gi"},
+        },
+        "readinessProbe": probe,
+        "livenessProbe": probe,
+        "volumeMounts": [config_mount()],
+    }
+    pod_spec = slurm_pod_spec(
+        plan,
+        priority_class=names.control_priority(plan.namespace),
+        containers=[container],
+        volumes=[config_volume()],
+        munged=False,
+    )
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": meta(names.RESTAPI, plan.namespace, COMPONENT),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": names.selector(COMPONENT)},
+            "template": {"metadata": {"labels": names.labels(COMPONENT)}, "spec": pod_spec},
+        },
+    }
+
+
+def rest_api(plan: ClusterPlan) -> list[Obj]:
+    """The Service and Deployment of slurmrestd, or nothing when the declaration does not ask for it."""
+    if not plan.declaration.slurm.rest_api:
+        return []
+    return [service(plan), deployment(plan)]

@@ -1,0 +1,143 @@
+"""Workers: one StatefulSet per worker group (pod N is Slurm node ``<group>-N``) and one headless Service
+for all of them."""
+
+from __future__ import annotations
+
+from slonk_infra import naming
+from slonk_infra.kube import names
+from slonk_infra.kube.inputs import KubeInputs
+from slonk_infra.kube.pod import (
+    Obj,
+    common_mounts,
+    common_volumes,
+    meta,
+    privileged,
+    shared_mounts,
+    slurm_pod_spec,
+    tolerations,
+)
+from slonk_infra.plan import ClusterPlan, WorkerGroup
+from slonk_infra.slurm import paths
+
+COMPONENT = names.WORKER_COMPONENT
+# A TPU VM's runtime talks to the other hosts of its slice on these ports (GKE multi-host TPU examples).
+TPU_HOST_PORTS = (8471, 8431)
+WORKER_GRACE_SECONDS = 300
+# The preStop drain must end before the grace period does, leaving a minute to requeue and stop.
+DRAIN_SECONDS = WORKER_GRACE_SECONDS - 60
+TPU_SLICE_LABELS = (names.TPU_ACCELERATOR_LABEL, names.TPU_TOPOLOGY_LABEL)
+
+
+def service(plan: ClusterPlan) -> Obj:
+    """One headless Service for every worker StatefulSet: DNS for all nodes, one object."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta(naming.WORKERS_SERVICE, plan.namespace, COMPONENT),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": names.selector(COMPONENT),
+            "ports": [{"name": "slurmd", "port": paths.SLURMD_PORT, "targetPort": paths.SLURMD_PORT}],
+        },
+    }
+
+
+def worker_resources(group: WorkerGroup) -> Obj:
+    """Requests equal to what Slurm schedules on the node; accelerator limit equal to the node's GRES."""
+    shape = group.shape
+    out: Obj = {"requests": {"cpu": str(shape.cpus), "memory": f"{shape.real_memory_mib}Mi"}}
+    if group.kube_resource:
+        count = str(group.gres_count)
+        out["requests"][group.kube_resource] = count
+        out["limits"] = {group.kube_resource: count}
+    return out
+
+
+def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj]) -> Obj:
+    """The slurmd container: registers with the controller, drains itself before it stops."""
+    slurmd_up = ["scontrol", "show", "slurmd"]
+    container: Obj = {
+        "name": "slurmd",
+        "image": plan.declaration.image.reference,
+        "command": [f"{paths.SCRIPTS_DIR}/slurmd.sh"],
+        "env": [
+            {"name": "SLONK_CONTROLLER", "value": naming.controller_host(plan.namespace)},
+            {"name": "SLONK_EXPECTED_GPUS", "value": str(group.gres_count if group.kind == "gpu" else 0)},
+            {"name": "SLONK_DRAIN_SECONDS", "value": str(DRAIN_SECONDS)},
+        ],
+        "ports": [{"name": "slurmd", "containerPort": paths.SLURMD_PORT}],
+        # Privileged because slurmd creates a cgroup per job under /sys/fs/cgroup and confines each job
+        # to its GPUs with a device eBPF program; Kubernetes mounts cgroupfs read-only and forbids BPF
+        # for any unprivileged container, and no capability set short of this grants both.
+        "securityContext": privileged(),
+        "resources": worker_resources(group),
+        "lifecycle": {"preStop": {"exec": {"command": [f"{paths.SCRIPTS_DIR}/drain.sh"]}}},
+        "startupProbe": {"exec": {"command": slurmd_up}, "periodSeconds": 5, "failureThreshold": 60},
+        "livenessProbe": {
+            "exec": {"command": slurmd_up},
+            "periodSeconds": 30,
+            "timeoutSeconds": 10,
+            "failureThreshold": 4,
+        },
+        "readinessProbe": {
+            "exec": {"command": ["sh", "-c", "sinfo -h -n \"$(hostname)\" -o %t | grep -qvE 'down|fail|futr|unk'"]},
+            "periodSeconds": 15,
+            "timeoutSeconds": 10,
+        },
+        "volumeMounts": [
+            *common_mounts(),
+            {"name": "spool", "mountPath": paths.SLURMD_SPOOL},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            *shared,
+        ],
+    }
+    if group.kind == "tpu" and group.replicas > 1:
+        container["ports"] += [{"name": f"tpu-{p}", "containerPort": p, "hostPort": p} for p in TPU_HOST_PORTS]
+    return container
+
+
+def statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs) -> Obj:
+    """One StatefulSet per worker group: pod N is Slurm node ``<group>-N``; never restarted by config."""
+    shared_volumes, shared = shared_mounts(plan)
+    pod_spec = slurm_pod_spec(
+        plan,
+        priority_class=names.worker_priority(plan.namespace),
+        grace_seconds=WORKER_GRACE_SECONDS,
+        tolerate=tolerations(group),
+        containers=[_slurmd(plan, group, shared)],
+        volumes=[
+            *common_volumes(),
+            {"name": "spool", "emptyDir": {}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+            *shared_volumes,
+        ],
+    )
+    if inputs.pin_to_pools:
+        pod_spec["nodeSelector"] = group.node_selector
+        # One worker per node: a Slurm node is a whole Kubernetes node.
+        pod_spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": names.selector(COMPONENT)},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+    group_label = {names.GROUP_LABEL: group.name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": meta(naming.statefulset(group.name), plan.namespace, COMPONENT, **group_label),
+        "spec": {
+            "serviceName": naming.WORKERS_SERVICE,
+            "replicas": group.replicas,
+            "podManagementPolicy": "Parallel",
+            # OnDelete: no config or image change restarts a pod that may be running jobs.
+            "updateStrategy": {"type": "OnDelete"},
+            "selector": {"matchLabels": names.selector(COMPONENT, **group_label)},
+            "template": {"metadata": {"labels": names.labels(COMPONENT, **group_label)}, "spec": pod_spec},
+        },
+    }

@@ -1,0 +1,103 @@
+"""The controller builder: slurmctld's StatefulSet, headless Service and state claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slonk_infra import naming
+from slonk_infra.kube import controller, names
+from slonk_infra.kube.inputs import KubeInputs
+from slonk_infra.kube.pod import config_hash
+from slonk_infra.slurm import paths
+from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api
+
+
+def test_one_replica_rolled_on_config_change_with_the_config_hash() -> None:
+    plan = plan_for("gcp")
+    files = files_for(plan)
+    sts = controller.statefulset(plan, files, KubeInputs())
+    assert sts["spec"]["replicas"] == 1
+    assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
+    assert sts["spec"]["template"]["metadata"]["annotations"] == {names.CONFIG_HASH: config_hash(files)}
+
+    def more_nodes(raw: dict[str, Any]) -> None:
+        raw["pools"][0]["maxNodes"] = raw["pools"][0]["nodes"] + 3
+
+    bigger = plan_for("gcp", more_nodes)
+    assert config_hash(files_for(bigger)) != config_hash(files)
+
+
+def test_the_service_gives_the_host_slurm_conf_names() -> None:
+    plan = plan_for("aws")
+    svc = controller.service(plan)
+    sts = controller.statefulset(plan, files_for(plan), KubeInputs())
+    # Pod 0 of StatefulSet X behind headless Service X resolves as X-0.X.<ns>.svc.cluster.local.
+    assert svc["metadata"]["name"] == sts["metadata"]["name"] == sts["spec"]["serviceName"] == naming.CONTROLLER
+    assert svc["spec"]["clusterIP"] == "None"
+    assert (
+        f"SlurmctldHost={naming.CONTROLLER}-0({naming.controller_host(plan.namespace)})"
+        in files_for(plan).config["slurm.conf"].splitlines()
+    )
+    assert svc["spec"]["ports"][0]["port"] == paths.SLURMCTLD_PORT
+    assert matches(svc["spec"]["selector"], sts["spec"]["template"]["metadata"]["labels"])
+    assert matches(sts["spec"]["selector"]["matchLabels"], sts["spec"]["template"]["metadata"]["labels"])
+
+
+def test_slurmctld_runs_as_slurm_with_state_on_its_own_claim() -> None:
+    plan = plan_for("local")
+    sts = controller.statefulset(plan, files_for(plan), KubeInputs())
+    spec = sts["spec"]["template"]["spec"]
+    ctld = container(spec, "slurmctld")
+    ctx = ctld["securityContext"]
+    assert (ctx["runAsUser"], ctx["runAsGroup"], ctx["runAsNonRoot"]) == (names.SLURM_UID, names.SLURM_UID, True)
+    assert ctx["capabilities"] == {"drop": ["ALL"]} and ctx["allowPrivilegeEscalation"] is False
+    assert spec["securityContext"]["fsGroup"] == names.SLURM_UID
+    assert mounts(ctld)[paths.STATE_DIR] == "state"
+    state = next(v for v in spec["volumes"] if v["name"] == "state")
+    assert state["persistentVolumeClaim"]["claimName"] == names.CONTROLLER_STATE_CLAIM
+    assert f"StateSaveLocation={paths.STATE_DIR}" in files_for(plan).config["slurm.conf"]
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert "scontrol ping" in " ".join(ctld[probe]["exec"]["command"])
+    assert ctld["command"] == [f"{paths.SCRIPTS_DIR}/slurmctld.sh"]
+    assert "slurmctld.sh" in files_for(plan).scripts
+
+
+def test_state_claim_size_and_storage_class_come_from_the_declaration() -> None:
+    plan = plan_for("local")
+    claim = controller.state_claim(plan)
+    assert claim["metadata"]["name"] == names.CONTROLLER_STATE_CLAIM
+    assert claim["spec"]["resources"]["requests"]["storage"] == f"{plan.declaration.controller.state_gib}Gi"
+    assert "storageClassName" not in claim["spec"]
+
+    def fast(raw: dict[str, Any]) -> None:
+        raw["controller"]["storageClass"] = "fast-ssd"
+
+    assert controller.state_claim(plan_for("local", fast))["spec"]["storageClassName"] == "fast-ssd"
+
+
+def test_jwt_key_projected_only_with_the_rest_api() -> None:
+    plain = plan_for("gcp")
+    vol = next(
+        v
+        for v in controller.statefulset(plain, files_for(plain), KubeInputs())["spec"]["template"]["spec"]["volumes"]
+        if v["name"] == "slurm-config"
+    )
+    assert [next(iter(s)) for s in vol["projected"]["sources"]] == ["configMap", "configMap"]
+    rest = plan_for("gcp", with_rest_api)
+    vol = next(
+        v
+        for v in controller.statefulset(rest, files_for(rest), KubeInputs())["spec"]["template"]["spec"]["volumes"]
+        if v["name"] == "slurm-config"
+    )
+    [secret] = [s["secret"] for s in vol["projected"]["sources"] if "secret" in s]
+    # Projected under /etc/slurm at exactly the path slurm.conf gives slurmctld.
+    assert f"{paths.CONF_DIR}/{secret['items'][0]['path']}" == paths.JWT_KEY
+    assert secret["items"][0]["mode"] == 0o440
+
+
+def test_system_selector_pins_the_controller_only_when_given() -> None:
+    plan = plan_for("gcp")
+    free = controller.statefulset(plan, files_for(plan), KubeInputs())
+    assert "nodeSelector" not in free["spec"]["template"]["spec"]
+    pinned = controller.statefulset(plan, files_for(plan), KubeInputs(system_selector={"slonk.dev/role": "system"}))
+    assert pinned["spec"]["template"]["spec"]["nodeSelector"] == {"slonk.dev/role": "system"}

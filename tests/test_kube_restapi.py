@@ -1,0 +1,46 @@
+"""The slurmrestd builder: present only when asked for, unprivileged, reached through its Service."""
+
+from __future__ import annotations
+
+from slonk_infra.kube import names, restapi
+from slonk_infra.kube.manifests import build_manifests
+from slonk_infra.slurm import paths
+from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api
+
+
+def test_nothing_without_the_rest_api() -> None:
+    plan = plan_for("gcp")
+    assert restapi.rest_api(plan) == []
+    assert not [o for o in build_manifests(plan, files_for(plan)) if o["metadata"]["name"] == names.RESTAPI]
+
+
+def test_service_reaches_the_deployment_on_the_port_slurmrestd_listens_on() -> None:
+    plan = plan_for("gcp", with_rest_api)
+    svc, dep = restapi.rest_api(plan)
+    assert (svc["kind"], dep["kind"]) == ("Service", "Deployment")
+    assert matches(svc["spec"]["selector"], dep["spec"]["template"]["metadata"]["labels"])
+    assert matches(dep["spec"]["selector"]["matchLabels"], dep["spec"]["template"]["metadata"]["labels"])
+    rest = container(dep["spec"]["template"]["spec"], "slurmrestd")
+    assert rest["command"] == ["slurmrestd", f"0.0.0.0:{paths.SLURMRESTD_PORT}"]
+    assert svc["spec"]["ports"][0]["targetPort"] == rest["ports"][0]["containerPort"] == paths.SLURMRESTD_PORT
+
+
+def test_runs_as_its_own_user_never_root_nor_slurm_user() -> None:
+    plan = plan_for("aws", with_rest_api)
+    dep = restapi.deployment(plan)
+    ctx = container(dep["spec"]["template"]["spec"], "slurmrestd")["securityContext"]
+    assert ctx["runAsUser"] == names.SLURMRESTD_UID and ctx["runAsNonRoot"] is True
+    assert names.SLURMRESTD_UID not in (0, names.SLURM_UID)
+    assert ctx["capabilities"] == {"drop": ["ALL"]}
+    assert dep["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_reads_slurm_conf_in_daemon_jwt_mode_without_the_signing_key() -> None:
+    plan = plan_for("aws", with_rest_api)
+    spec = restapi.deployment(plan)["spec"]["template"]["spec"]
+    rest = container(spec, "slurmrestd")
+    assert {"name": "SLURM_JWT", "value": "daemon"} in rest["env"]
+    assert mounts(rest) == {paths.CONF_DIR: "slurm-config"}
+    [vol] = spec["volumes"]
+    assert all("secret" not in s for s in vol["projected"]["sources"])
+    assert "AuthAltTypes=auth/jwt" in files_for(plan).config["slurm.conf"]

@@ -1,0 +1,155 @@
+"""The worker builder: one StatefulSet per group, sized to what slurm.conf gives its nodes, never restarted
+by a config change, drained before it stops."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from slonk_infra import naming
+from slonk_infra.kube import names, worker
+from slonk_infra.kube.inputs import KubeInputs
+from slonk_infra.plan import ClusterPlan, WorkerGroup
+from slonk_infra.slurm import paths
+from tests.kube_support import container, files_for, matches, mounts, plan_for
+
+STACKS = ["local", "gcp", "aws"]
+
+
+def _groups(stack: str) -> list[tuple[ClusterPlan, WorkerGroup]]:
+    plan = plan_for(stack)
+    return [(plan, g) for g in plan.groups]
+
+
+def _node_record(plan: ClusterPlan, group: WorkerGroup) -> dict[str, str]:
+    conf = files_for(plan).config["slurm.conf"]
+    [line] = [ln for ln in conf.splitlines() if ln.startswith(f"NodeName={group.hostlist} ")]
+    return dict(item.split("=", 1) for item in line.split())
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_accelerator_limit_equals_the_groups_gres_count(stack: str) -> None:
+    for plan, group in _groups(stack):
+        slurmd = container(worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"], "slurmd")
+        record = _node_record(plan, group)
+        if group.kind == "cpu":
+            assert "limits" not in slurmd["resources"] and "Gres" not in record
+            continue
+        resource = {"gpu": names.GPU_RESOURCE, "tpu": names.TPU_RESOURCE}[group.kind]
+        count = int(record["Gres"].rsplit(":", 1)[1])
+        assert count == group.gres_count > 0
+        assert slurmd["resources"]["limits"] == {resource: str(count)}
+        assert slurmd["resources"]["requests"][resource] == str(count)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_requests_equal_what_slurm_schedules_on_the_node(stack: str) -> None:
+    for plan, group in _groups(stack):
+        req = container(worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"], "slurmd")[
+            "resources"
+        ]["requests"]
+        record = _node_record(plan, group)
+        cores = int(record["Sockets"]) * int(record["CoresPerSocket"]) - int(record.get("CoreSpecCount", "0"))
+        assert int(req["cpu"]) == cores * int(record["ThreadsPerCore"])
+        assert req["memory"] == f"{record['RealMemory']}Mi"
+
+
+def test_on_delete_parallel_and_no_config_hash() -> None:
+    for plan, group in _groups("gcp"):
+        sts = worker.statefulset(plan, group, KubeInputs())
+        assert sts["spec"]["updateStrategy"] == {"type": "OnDelete"}
+        assert sts["spec"]["podManagementPolicy"] == "Parallel"
+        assert sts["spec"]["replicas"] == group.replicas
+        assert sts["metadata"]["name"] == naming.statefulset(group.name)
+        assert names.CONFIG_HASH not in sts["spec"]["template"]["metadata"].get("annotations", {})
+        assert sts["spec"]["template"]["metadata"]["labels"][names.GROUP_LABEL] == group.name
+        assert matches(sts["spec"]["selector"]["matchLabels"], sts["spec"]["template"]["metadata"]["labels"])
+
+
+def test_prestop_drains_within_the_grace_period() -> None:
+    plan, group = _groups("aws")[0]
+    spec = worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"]
+    slurmd = container(spec, "slurmd")
+    assert slurmd["lifecycle"]["preStop"]["exec"]["command"] == [f"{paths.SCRIPTS_DIR}/drain.sh"]
+    assert "drain.sh" in files_for(plan).scripts
+    env = {e["name"]: e["value"] for e in slurmd["env"]}
+    assert 0 < int(env["SLONK_DRAIN_SECONDS"]) < spec["terminationGracePeriodSeconds"] == worker.WORKER_GRACE_SECONDS
+    assert env["SLONK_CONTROLLER"] == naming.controller_host(plan.namespace)
+
+
+def test_probes_ask_slurm_about_this_node() -> None:
+    plan, group = _groups("local")[0]
+    slurmd = container(worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"], "slurmd")
+    assert slurmd["startupProbe"]["exec"]["command"] == ["scontrol", "show", "slurmd"]
+    assert slurmd["livenessProbe"]["exec"]["command"] == ["scontrol", "show", "slurmd"]
+    ready = slurmd["readinessProbe"]["exec"]["command"][-1]
+    assert "sinfo" in ready and "$(hostname)" in ready and "futr" in ready
+    # The startup probe allows 5 minutes: a node's health check and registration fit in it.
+    assert slurmd["startupProbe"]["periodSeconds"] * slurmd["startupProbe"]["failureThreshold"] == 300
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_shared_filesystem_is_mounted_through_its_claim(stack: str) -> None:
+    for plan, group in _groups(stack):
+        spec = worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"]
+        found = mounts(container(spec, "slurmd"))
+        claims = {
+            v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v
+        }
+        for vol in plan.declaration.storage:
+            assert claims[found[vol.mount_path]] == names.claim_name(vol.name)
+        assert found[paths.SLURMD_SPOOL] == "spool"
+
+
+def test_gpu_count_env_feeds_the_health_check() -> None:
+    for plan, group in _groups("gcp"):
+        slurmd = container(worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"], "slurmd")
+        env = {e["name"]: e["value"] for e in slurmd["env"]}
+        assert env["SLONK_EXPECTED_GPUS"] == str(group.gres_count if group.kind == "gpu" else 0)
+    assert "SLONK_EXPECTED_GPUS" in files_for(plan).scripts["healthcheck.sh"]
+
+
+def test_pinned_to_the_pool_one_per_node_and_tolerating_exactly_its_taints() -> None:
+    for plan, group in _groups("gcp"):
+        spec = worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"]
+        assert spec["nodeSelector"][names.POOL_LABEL] == group.name
+        assert spec["nodeSelector"] == group.node_selector
+        [term] = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert [(t["key"], t["value"], t["effect"]) for t in spec["tolerations"]] == [
+            (t.key, t.value, t.effect) for t in group.taints
+        ]
+        if group.kind == "gpu":
+            assert (names.GPU_RESOURCE, "NoSchedule") in {(t["key"], t["effect"]) for t in spec["tolerations"]}
+        assert spec["priorityClassName"] == names.worker_priority(plan.namespace)
+
+
+def test_local_clusters_do_not_pin_workers() -> None:
+    plan, group = _groups("local")[0]
+    spec = worker.statefulset(plan, group, KubeInputs(pin_to_pools=False))["spec"]["template"]["spec"]
+    assert "nodeSelector" not in spec and "affinity" not in spec
+
+
+def test_multi_host_tpu_slices_open_the_tpu_runtime_ports() -> None:
+    plan = plan_for("gcp")
+    tpus = [g for g in plan.groups if g.kind == "tpu"]
+    assert tpus
+    for group in tpus:
+        slurmd = container(worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"], "slurmd")
+        host_ports = sorted(p["hostPort"] for p in slurmd["ports"] if "hostPort" in p)
+        assert host_ports == (sorted(worker.TPU_HOST_PORTS) if group.replicas > 1 else [])
+        assert group.node_selector[names.TPU_TOPOLOGY_LABEL] == group.tpu_topology
+
+
+def test_workers_service_is_headless_and_selects_every_group() -> None:
+    plan = plan_for("gcp")
+    svc = worker.service(plan)
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["metadata"]["name"] == naming.WORKERS_SERVICE
+    assert svc["spec"]["ports"][0]["port"] == paths.SLURMD_PORT
+    for group in plan.groups:
+        sts = worker.statefulset(plan, group, KubeInputs())
+        assert sts["spec"]["serviceName"] == naming.WORKERS_SERVICE
+        assert matches(svc["spec"]["selector"], sts["spec"]["template"]["metadata"]["labels"])
+    assert re.search(rf"\b{naming.workers_domain(plan.namespace)}\b", str(sts["spec"]["template"]["spec"]["dnsConfig"]))
