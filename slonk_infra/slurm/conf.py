@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from slonk_infra import naming
-from slonk_infra.plan import ClusterPlan, WorkerGroup
+from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu
 from slonk_infra.slurm import paths
 from slonk_infra.slurm.lines import header, kv_line
 
@@ -63,7 +63,7 @@ def partition_lines(plan: ClusterPlan) -> list[str]:
         members = [by_name[g] for g in p.groups]
         # Without a default, a job that names no memory is given a whole node's memory and blocks
         # every other job there; the default is the leanest member node's memory per CPU.
-        def_mem = min((g.shape.real_memory_mib // g.shape.cpus for g in members), default=None)
+        def_mem = def_mem_per_cpu(g.shape for g in members)
         out.append(
             kv_line(
                 [

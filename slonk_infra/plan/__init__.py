@@ -1,0 +1,44 @@
+"""Resolve a declaration against the catalog into a plan every renderer and component reads.
+
+:func:`build_plan` is the one gate: it validates the raw stack config and returns a
+:class:`ClusterPlan`, or raises :class:`~slonk_infra.errors.DeclarationError` listing every problem
+with its field path. Nothing downstream re-derives a name, a count or a machine figure.
+
+* :mod:`~slonk_infra.plan.capacity`: what a node gives Slurm after Kubernetes' share (RealMemory,
+  CoreSpecCount, DefMemPerCPU);
+* :mod:`~slonk_infra.plan.model`: worker groups, partitions, the cluster plan;
+* :mod:`~slonk_infra.plan.resolve`: declaration + catalog -> plan;
+* :mod:`~slonk_infra.plan.checks`: the problems collected on the way.
+"""
+
+from slonk_infra.kube.names import POOL_LABEL
+from slonk_infra.plan.capacity import (
+    NodeShape,
+    def_mem_per_cpu,
+    kube_reserved_memory_mib,
+    kube_reserved_millicores,
+    node_shape,
+)
+from slonk_infra.plan.checks import STORAGE_CAPACITY, STORAGE_CLOUDS, STORAGE_TIERS, Problems
+from slonk_infra.plan.model import ClusterPlan, Partition, WorkerGroup
+from slonk_infra.plan.resolve import GPU_TAINT, TPU_TAINT, build_plan, default_partitions
+
+__all__ = [
+    "GPU_TAINT",
+    "POOL_LABEL",
+    "STORAGE_CAPACITY",
+    "STORAGE_CLOUDS",
+    "STORAGE_TIERS",
+    "TPU_TAINT",
+    "ClusterPlan",
+    "NodeShape",
+    "Partition",
+    "Problems",
+    "WorkerGroup",
+    "build_plan",
+    "def_mem_per_cpu",
+    "default_partitions",
+    "kube_reserved_memory_mib",
+    "kube_reserved_millicores",
+    "node_shape",
+]

@@ -1,0 +1,183 @@
+"""Problem collection: every check of a declaration that needs the catalog or the whole declaration.
+
+Checks append to a :class:`Problems` list rather than raising, so one run reports every problem with
+its field path. Resolution (:mod:`slonk_infra.plan.resolve`) calls them in a fixed order, so messages
+come out in the same order every time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from slonk_infra import naming
+from slonk_infra.declaration import ClusterDeclaration, StorageSpec
+from slonk_infra.errors import DeclarationError, Problem, choice
+from slonk_infra.plan.model import WorkerGroup
+from slonk_infra.slurm_versions import MIN_SUPPORTED, SlurmVersion, minimum_for
+
+STORAGE_CLOUDS: dict[str, tuple[str, ...]] = {
+    "filestore": ("gcp",),
+    "efs": ("aws",),
+    "fsx-lustre": ("aws",),
+    "nfs-server": ("gcp", "aws", "local"),
+    "nfs-export": ("gcp", "aws", "local"),
+}
+# Service tiers a volume's ``tier`` may name (Filestore tiers; FSx for Lustre deployment types).
+STORAGE_TIERS: dict[str, tuple[str, ...]] = {
+    "filestore": ("BASIC_HDD", "BASIC_SSD", "HIGH_SCALE_SSD", "ZONAL", "REGIONAL", "ENTERPRISE", "STANDARD", "PREMIUM"),
+    "fsx-lustre": ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"),
+}
+# Capacity a managed filesystem accepts, GiB (inclusive).
+STORAGE_CAPACITY: dict[str, tuple[int, int]] = {"filestore": (1024, 102400), "fsx-lustre": (1200, 2_000_000)}
+
+
+class Problems:
+    """Problems found so far, each with the field path it concerns."""
+
+    def __init__(self) -> None:
+        self.items: list[Problem] = []
+
+    def add(self, path: str, message: str) -> None:
+        """Record one problem."""
+        self.items.append(Problem(path, message))
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def raise_if_any(self) -> None:
+        """Raise :class:`DeclarationError` listing every problem, if there is one."""
+        if self.items:
+            raise DeclarationError(self.items)
+
+
+def check_some_workers(decl: ClusterDeclaration, problems: Problems) -> None:
+    """A cluster needs at least one pool or TPU slice."""
+    if not decl.pools and not decl.tpu_slices:
+        problems.add("pools", "declare at least one pool or TPU slice")
+
+
+def check_features(decl: ClusterDeclaration, problems: Problems) -> None:
+    """Declared features are Slurm feature names."""
+    feature_lists = [(f"pools[{i}]", p.features) for i, p in enumerate(decl.pools)]
+    feature_lists += [(f"tpuSlices[{i}]", t.features) for i, t in enumerate(decl.tpu_slices)]
+    for where, features in feature_lists:
+        for j, feat in enumerate(features):
+            if not naming.SLURM_FEATURE.match(feat):
+                problems.add(f"{where}.features[{j}]", f"{feat!r} is not a Slurm feature name (letters, digits, _ . -)")
+
+
+def check_names(decl: ClusterDeclaration, groups: Sequence[WorkerGroup], problems: Problems) -> None:
+    """Group names neither reserved nor repeated; node names unique and short enough for pod names."""
+    seen: dict[str, str] = {}
+    sources = [(f"pools[{i}].name", p.name) for i, p in enumerate(decl.pools)]
+    for i, s in enumerate(decl.tpu_slices):
+        sources += [(f"tpuSlices[{i}].name", naming.slice_group(s.name, k)) for k in range(s.slices)]
+    for path, name in sources:
+        if name in naming.RESERVED:
+            problems.add(
+                path, f"{name!r} is reserved for the Slurm layer; reserved: {', '.join(sorted(naming.RESERVED))}"
+            )
+        elif name in seen:
+            problems.add(path, f"{name!r} collides with {seen[name]}; pool and slice names must be unique")
+        else:
+            seen[name] = path
+    nodes = Counter(n for g in groups for n in g.node_names)
+    dupes = sorted(n for n, c in nodes.items() if c > 1)
+    if dupes:
+        problems.add("pools", f"Slurm node names collide: {', '.join(dupes[:5])}")
+    for g in groups:
+        if not naming.is_dns_label(naming.pod(g.name, g.slurm_nodes - 1), naming.MAX_STATEFULSET):
+            problems.add(
+                "pools", f"pod name {naming.pod(g.name, g.slurm_nodes - 1)!r} is too long for a StatefulSet pod"
+            )
+
+
+def check_storage(decl: ClusterDeclaration, problems: Problems) -> None:
+    """Volume kinds offered on the cloud, unique names and mount paths, capacities, tiers, a shared /home."""
+    cloud = decl.cloud
+    names: set[str] = set()
+    paths: set[str] = set()
+    for i, vol in enumerate(decl.storage):
+        if cloud not in STORAGE_CLOUDS[vol.kind]:
+            allowed = [k for k, clouds in STORAGE_CLOUDS.items() if cloud in clouds]
+            problems.add(
+                f"storage[{i}].kind", f"{vol.kind!r} is not available on {cloud}; allowed: {', '.join(allowed)}"
+            )
+        if vol.name in names:
+            problems.add(f"storage[{i}].name", f"duplicate volume name {vol.name!r}")
+        if vol.mount_path in paths:
+            problems.add(f"storage[{i}].mountPath", f"{vol.mount_path!r} is already mounted by another volume")
+        names.add(vol.name)
+        paths.add(vol.mount_path)
+        check_capacity(i, vol, problems)
+        if vol.tier is not None:
+            tiers = STORAGE_TIERS.get(vol.kind, ())
+            if not tiers:
+                problems.add(
+                    f"storage[{i}].tier", f"{vol.kind} has no tiers; tier applies to {', '.join(STORAGE_TIERS)}"
+                )
+            elif vol.tier.upper() not in tiers:
+                problems.add(f"storage[{i}].tier", choice(vol.tier, tiers, f"{vol.kind} tier"))
+    if "/home" not in paths:
+        problems.add("storage", "no volume mounts at /home; login and workers need a shared home")
+
+
+def check_capacity(i: int, vol: StorageSpec, problems: Problems) -> None:
+    """A managed filesystem's capacity within what the service accepts."""
+    if vol.kind in STORAGE_CAPACITY:
+        low, high = STORAGE_CAPACITY[vol.kind]
+        if not low <= vol.capacity_gib <= high:
+            problems.add(
+                f"storage[{i}].capacityGib",
+                f"{vol.capacity_gib} GiB is outside what {vol.kind} accepts: {low}..{high} GiB",
+            )
+
+
+def check_cloud(decl: ClusterDeclaration, problems: Problems) -> None:
+    """Settings each cloud requires, and none of another cloud's."""
+    d = decl
+    if d.cloud in ("gcp", "aws") and not d.region:
+        problems.add("region", f"required on {d.cloud}")
+    if d.cloud == "gcp" and d.gcp is None:
+        problems.add("gcp", "required when cloud is gcp (at least project)")
+    if d.cloud == "aws" and d.aws is None:
+        problems.add("aws", "required when cloud is aws (at least vpcId and subnetIds)")
+    if d.cloud != "gcp" and d.gcp is not None:
+        problems.add("gcp", f"given but cloud is {d.cloud}")
+    if d.cloud != "aws" and d.aws is not None:
+        problems.add("aws", f"given but cloud is {d.cloud}")
+    if d.cloud == "local" and d.kubernetes.create:
+        problems.add("kubernetes.create", "a local stack uses an existing cluster; set create: false")
+    if d.cloud == "gcp" and not d.zone and (d.pools or d.tpu_slices):
+        problems.add("zone", "required on gcp: GPU and TPU capacity is zonal")
+
+
+def check_version(decl: ClusterDeclaration, version: SlurmVersion, problems: Problems) -> None:
+    """The image's Slurm is supported and has what the chosen topology needs."""
+    minimum = SlurmVersion(*MIN_SUPPORTED)
+    if version < minimum:
+        problems.add("image.slurmVersion", f"{version} is older than the oldest supported release {minimum}")
+    needs = {"block": "topology/block", "yaml": "topology.yaml"}
+    topo = decl.slurm.topology
+    if topo in needs and not version.has(needs[topo]):
+        problems.add("slurm.topology", f"{topo!r} needs Slurm >= {minimum_for(needs[topo])}; the image has {version}")
+
+
+def check_partitions(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], problems: Problems) -> None:
+    """Declared partitions: unique names, members that exist, at most one default."""
+    specs = decl.slurm.partitions
+    if specs is None:
+        return
+    members = list(groups)
+    bases = {g.base for g in members} | {g.name for g in members}
+    names: set[str] = set()
+    for i, spec in enumerate(specs):
+        if spec.name in names:
+            problems.add(f"slurm.partitions[{i}].name", f"duplicate partition {spec.name!r}")
+        names.add(spec.name)
+        for j, ref in enumerate(spec.pools):
+            if ref != "*" and ref not in bases:
+                problems.add(f"slurm.partitions[{i}].pools[{j}]", choice(ref, bases | {"*"}, "pool or TPU slice"))
+    if specs and sum(p.default for p in specs) > 1:
+        problems.add("slurm.partitions", "more than one partition has default: true")

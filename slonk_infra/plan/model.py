@@ -1,0 +1,173 @@
+"""The plan model: worker groups, partitions and the resolved cluster every renderer and component reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from slonk_infra import naming
+from slonk_infra.catalog import MachineType
+from slonk_infra.declaration import ClusterDeclaration, Reservation, Taint
+from slonk_infra.kube.names import GPU_RESOURCE, POOL_LABEL, TPU_RESOURCE, TPU_TOPOLOGY_LABEL
+from slonk_infra.plan.capacity import NodeShape, node_shape
+from slonk_infra.slurm_versions import SlurmVersion
+
+
+@dataclass(frozen=True)
+class WorkerGroup:
+    """A pool or one TPU slice: one node pool, one worker StatefulSet, one Slurm node set."""
+
+    name: str
+    """Group name: node pool, StatefulSet and Slurm node name prefix (see :mod:`slonk_infra.naming`)."""
+    kind: Literal["gpu", "tpu", "cpu"]
+    """What the nodes carry."""
+    base: str
+    """The pool's name, or the TPU slice declaration's name this slice came from."""
+    machine: MachineType
+    """The catalog machine every node of the group is."""
+    replicas: int
+    """Nodes (and worker pods) running now."""
+    slurm_nodes: int
+    """Slurm node records kept (maxNodes): scaling up to this count changes no Slurm file."""
+    features: tuple[str, ...]
+    """Slurm node features, first-seen order, no repeats."""
+    labels: Mapping[str, str]
+    """Extra Kubernetes node labels from the declaration."""
+    taints: tuple[Taint, ...]
+    """Node taints: the accelerator's, then the declaration's."""
+    spot: bool
+    """Spot / preemptible capacity."""
+    reservation: Reservation | None
+    """Capacity reservation the nodes consume, if any."""
+    compact_placement: bool
+    """Whether the nodes are placed close together (compact placement / placement group)."""
+    tpu_generation: str | None = None
+    """TPU generation (v5p...), TPU slices only."""
+    tpu_topology: str | None = None
+    """TPU slice topology (2x2x4...), TPU slices only."""
+    slice_index: int | None = None
+    """Index of this slice within its declaration, TPU slices only."""
+
+    @property
+    def node_names(self) -> list[str]:
+        """Slurm node names (= pod hostnames) of every node record the group keeps."""
+        return naming.slurm_nodes(self.name, self.slurm_nodes)
+
+    @property
+    def hostlist(self) -> str:
+        """Hostlist expression of the group's Slurm node records."""
+        return naming.node_hostlist(self.name, self.slurm_nodes)
+
+    @property
+    def shape(self) -> NodeShape:
+        """CPU / memory Slurm may schedule on one node."""
+        return node_shape(self.machine)
+
+    @property
+    def gres_name(self) -> str | None:
+        """Slurm GRES name (gpu, tpu) or None for CPU nodes."""
+        return {"gpu": "gpu", "tpu": "tpu", "cpu": None}[self.kind]
+
+    @property
+    def gres_type(self) -> str | None:
+        """Slurm GRES type: the accelerator (h100) or the TPU generation (v5p)."""
+        if self.kind == "tpu":
+            return self.tpu_generation
+        return self.machine.accelerator.type if self.machine.accelerator else None
+
+    @property
+    def gres_count(self) -> int:
+        """Accelerators per node; equals the pod's nvidia.com/gpu or google.com/tpu limit."""
+        return self.machine.accelerator.count if self.machine.accelerator else 0
+
+    @property
+    def gres(self) -> str | None:
+        """Slurm ``Gres=`` value, e.g. ``gpu:h100:8``."""
+        return f"{self.gres_name}:{self.gres_type}:{self.gres_count}" if self.gres_name else None
+
+    @property
+    def kube_resource(self) -> str | None:
+        """Kubernetes extended resource the worker pod requests."""
+        return {"gpu": GPU_RESOURCE, "tpu": TPU_RESOURCE, "cpu": None}[self.kind]
+
+    @property
+    def node_labels(self) -> dict[str, str]:
+        """Labels put on the group's Kubernetes nodes (the pool label selects them)."""
+        return {POOL_LABEL: self.name, **self.labels}
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        """Selector that pins the group's worker pods to the group's nodes."""
+        selector = {POOL_LABEL: self.name}
+        if self.kind == "tpu" and self.machine.label and self.tpu_topology:
+            # GKE requires TPU pods to select both the accelerator and the topology.
+            selector[self.machine.label.key] = self.machine.label.value
+            selector[TPU_TOPOLOGY_LABEL] = self.tpu_topology
+        return selector
+
+    @property
+    def nvlink_domains(self) -> list[list[str]]:
+        """Node names grouped by NVLink domain (one domain per VM unless the machine is rack-scale)."""
+        size = self.machine.nvlink_domain
+        names = self.node_names
+        return [names[i : i + size] for i in range(0, len(names), size)]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A resolved Slurm partition."""
+
+    name: str
+    """PartitionName."""
+    groups: tuple[str, ...]
+    """Member worker groups, in declaration order."""
+    priority_tier: int
+    """PriorityTier."""
+    default: bool
+    """Whether jobs that name no partition land here."""
+    max_time: str
+    """MaxTime."""
+    preempt_mode: str | None
+    """PreemptMode of the partition, None for the cluster's."""
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """A validated declaration with everything resolved: the input of every renderer."""
+
+    declaration: ClusterDeclaration
+    """The validated declaration."""
+    groups: tuple[WorkerGroup, ...]
+    """Pools, then TPU slices (one group per slice)."""
+    partitions: tuple[Partition, ...]
+    """Slurm partitions, declared or the default set."""
+    slurm_version: SlurmVersion
+    """The image's Slurm release."""
+
+    @property
+    def name(self) -> str:
+        """Cluster name."""
+        return self.declaration.name
+
+    @property
+    def namespace(self) -> str:
+        """Kubernetes namespace of the Slurm objects."""
+        return self.declaration.kubernetes.namespace
+
+    def group(self, name: str) -> WorkerGroup:
+        """The worker group called ``name``."""
+        return next(g for g in self.groups if g.name == name)
+
+    def summary(self) -> dict[str, int]:
+        """Counts a person checks first: groups, nodes, GPUs, TPU chips, storage volumes."""
+        return {
+            "worker_groups": len(self.groups),
+            "nodes": sum(g.replicas for g in self.groups),
+            "slurm_node_records": sum(g.slurm_nodes for g in self.groups),
+            "gpus": sum(g.replicas * g.gres_count for g in self.groups if g.kind == "gpu"),
+            "tpu_chips": sum(g.replicas * g.gres_count for g in self.groups if g.kind == "tpu"),
+            "tpu_slices": sum(1 for g in self.groups if g.kind == "tpu"),
+            "storage_volumes": len(self.declaration.storage),
+            "partitions": len(self.partitions),
+        }

@@ -1,0 +1,139 @@
+"""The Slurm renderers line by line: NodeName / PartitionName records, gres.conf and topology lines.
+
+Expected lines are written out in full from the machine figures (see tests/test_plan_capacity.py for
+how each CoreSpecCount / RealMemory / DefMemPerCPU is worked out) and the naming chain.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from slonk_infra.slurm.conf import node_line, partition_lines
+from slonk_infra.slurm.gres import gpu_files, render_gres_conf
+from slonk_infra.slurm.lines import kv_line
+from slonk_infra.slurm.topology import render_topology_conf, render_topology_yaml
+from tests.kube_support import plan_for
+
+
+def _body(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
+
+
+def _block(raw: dict[str, Any]) -> None:
+    raw["slurm"]["topology"] = "block"
+
+
+def _tree(raw: dict[str, Any]) -> None:
+    raw["slurm"]["topology"] = "tree"
+
+
+def test_kv_line_skips_none_and_spells_booleans_as_slurm_does() -> None:
+    assert kv_line([("A", 1), ("B", None), ("C", True), ("D", False), ("E", ("x", "y"))]) == "A=1 C=YES D=NO E=x,y"
+
+
+def test_node_lines_of_gpu_tpu_and_cpu_groups() -> None:
+    plan = plan_for("gcp")
+    lines = {g.name: node_line(g) for g in plan.groups}
+    assert lines["h100-b"] == (
+        "NodeName=h100-b-[0-15] Sockets=2 CoresPerSocket=52 ThreadsPerCore=2 CoreSpecCount=2 RealMemory=1869519 "
+        "Gres=gpu:h100:8 Feature=h100-b,gpu,h100,gcp State=FUTURE"
+    )
+    assert lines["cpu"] == (
+        "NodeName=cpu-[0-1] Sockets=1 CoresPerSocket=8 ThreadsPerCore=2 CoreSpecCount=1 RealMemory=57776 "
+        "Feature=cpu,gcp State=FUTURE"
+    )
+    assert lines["v5p-1"] == (
+        "NodeName=v5p-1-[0-15] Sockets=2 CoresPerSocket=52 ThreadsPerCore=2 CoreSpecCount=2 RealMemory=440506 "
+        "Gres=tpu:v5p:4 Feature=v5p,tpu-v5p,topo-4x4x4,v5p-1,tpu,gcp State=FUTURE"
+    )
+
+
+def test_aws_node_line() -> None:
+    plan = plan_for("aws")
+    [p5] = [g for g in plan.groups if g.machine.name == "p5.48xlarge"][:1]
+    assert node_line(p5).startswith(
+        f"NodeName={p5.hostlist} Sockets=2 CoresPerSocket=48 ThreadsPerCore=2 CoreSpecCount=2 RealMemory=2046138 "
+        "Gres=gpu:h100:8 "
+    )
+
+
+def test_default_partitions_with_def_mem_per_cpu_and_blocks_for_tpus() -> None:
+    plan = plan_for("gcp")
+    every = "h100-a-[0-15],h100-b-[0-15],cpu-[0-1],v5p-0-[0-15],v5p-1-[0-15]"
+    assert partition_lines(plan) == [
+        f"PartitionName=low Nodes={every} DefMemPerCPU=2159 Default=NO PriorityTier=1 MaxTime=UNLIMITED State=UP",
+        f"PartitionName=general Nodes={every} DefMemPerCPU=2159 Default=YES PriorityTier=2 MaxTime=UNLIMITED State=UP",
+        f"PartitionName=high Nodes={every} DefMemPerCPU=2159 Default=NO PriorityTier=3 MaxTime=UNLIMITED State=UP",
+        "PartitionName=cpu Nodes=cpu-[0-1] DefMemPerCPU=4126 Default=NO PriorityTier=2 MaxTime=UNLIMITED State=UP",
+        "PartitionName=h100 Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=9164 Default=NO PriorityTier=2 "
+        "MaxTime=UNLIMITED State=UP",
+        "PartitionName=tpu-v5p Nodes=v5p-0-[0-15],v5p-1-[0-15] DefMemPerCPU=2159 Default=NO PriorityTier=2 "
+        "MaxTime=UNLIMITED Topology=blocks State=UP",
+    ]
+
+
+def test_tpu_partitions_select_blocks_only_with_topology_yaml() -> None:
+    plan = plan_for("gcp", _tree)
+    assert not [ln for ln in partition_lines(plan) if "Topology=" in ln]
+
+
+def test_declared_partitions() -> None:
+    def declared(raw: dict[str, Any]) -> None:
+        raw["slurm"]["partitions"] = [
+            {"name": "gpu", "pools": ["h100-a", "h100-b"], "default": True, "priorityTier": 5, "maxTime": "2-00:00:00"},
+            {"name": "spare", "pools": ["*"], "preemptMode": "REQUEUE"},
+        ]
+
+    lines = partition_lines(plan_for("gcp", declared))
+    assert lines[0] == (
+        "PartitionName=gpu Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=9164 Default=YES PriorityTier=5 "
+        "MaxTime=2-00:00:00 State=UP"
+    )
+    assert lines[1].startswith("PartitionName=spare Nodes=h100-a-[0-15],h100-b-[0-15],cpu-[0-1],v5p-0-[0-15],")
+    assert " PreemptMode=REQUEUE " in lines[1] and "Default=NO" in lines[1]
+
+
+def test_gres_lines() -> None:
+    assert gpu_files(1) == "/dev/nvidia0"
+    assert gpu_files(8) == "/dev/nvidia[0-7]"
+    assert _body(render_gres_conf(plan_for("gcp"))) == [
+        "AutoDetect=off",
+        "NodeName=h100-a-[0-15] Name=gpu Type=h100 File=/dev/nvidia[0-7]",
+        "NodeName=h100-b-[0-15] Name=gpu Type=h100 File=/dev/nvidia[0-7]",
+        "NodeName=v5p-0-[0-15] Name=tpu Type=v5p Count=4",
+        "NodeName=v5p-1-[0-15] Name=tpu Type=v5p Count=4",
+    ]
+    # CPU-only clusters still get a valid gres.conf.
+    assert _body(render_gres_conf(plan_for("local"))) == ["AutoDetect=off"]
+
+
+def test_tree_topology_lines() -> None:
+    assert _body(render_topology_conf(plan_for("local"))) == [
+        "SwitchName=sw-cpu-a Nodes=cpu-a-[0-3]",
+        "SwitchName=sw-cpu-b Nodes=cpu-b-0",
+        "SwitchName=root Switches=sw-cpu-a,sw-cpu-b",
+    ]
+
+
+def test_block_topology_lines() -> None:
+    assert _body(render_topology_conf(plan_for("gcp", _block))) == [
+        "BlockName=bl-h100-a Nodes=h100-a-[0-15]",
+        "BlockName=bl-h100-b Nodes=h100-b-[0-15]",
+        "BlockName=bl-cpu Nodes=cpu-[0-1]",
+        "BlockName=bl-v5p-0 Nodes=v5p-0-[0-15]",
+        "BlockName=bl-v5p-1 Nodes=v5p-1-[0-15]",
+    ]
+
+
+def test_topology_yaml_has_the_fabric_tree_by_default_and_a_block_topology_for_tpus() -> None:
+    doc = yaml.safe_load(render_topology_yaml(plan_for("gcp")))
+    fabric, blocks = doc
+    assert (fabric["topology"], fabric["cluster_default"]) == ("fabric", True)
+    assert fabric["tree"]["switches"][-1] == {
+        "switch": "root",
+        "children": "sw-h100-a,sw-h100-b,sw-cpu,sw-v5p-0,sw-v5p-1",
+    }
+    assert (blocks["topology"], blocks["cluster_default"]) == ("blocks", False)
+    assert {"block": "bl-v5p-0", "nodes": "v5p-0-[0-15]"} in blocks["block"]["blocks"]
