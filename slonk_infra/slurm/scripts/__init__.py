@@ -1,0 +1,65 @@
+"""Scripts the Slurm pods run, shipped as ``.sh`` files beside this module: entrypoints, prolog, epilog,
+health check, preStop drain.
+
+They are the only glue between Kubernetes and Slurm. The node lifecycle they implement:
+
+* Every worker's Slurm node record exists in slurm.conf from the start, in state FUTURE (hidden,
+  never contacted). When the worker pod starts, its slurmd registers and Slurm moves the node to
+  IDLE by itself: scaling up is a replica count change and nothing else.
+* The preStop hook drains the node, waits for its jobs up to the grace period, requeues what is
+  left and returns the node to FUTURE, so a scaled-down pool leaves no DOWN records behind.
+
+What differs between pods comes in through environment variables the manifests set. The few fixed
+settings the scripts share with slurm.conf and the manifests are written ``@NAME@`` in the files and
+filled in from :data:`SETTINGS`, so they have one source.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+
+from slonk_infra.plan import ClusterPlan
+from slonk_infra.slurm import paths
+
+# Installed at paths.SCRIPTS_DIR in every Slurm pod, in this order in the scripts ConfigMap.
+SCRIPTS = (
+    "prolog.sh",
+    "epilog.sh",
+    "healthcheck.sh",
+    "munged.sh",
+    "slurmctld.sh",
+    "slurmd.sh",
+    "rejoin.sh",
+    "drain.sh",
+    "login.sh",
+    "nfs-server.sh",
+)
+SETTINGS: dict[str, str] = {
+    "CONF_DIR": paths.CONF_DIR,
+    "SLURMCTLD_PORT": str(paths.SLURMCTLD_PORT),
+}
+PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
+
+
+def source(name: str) -> str:
+    """A script as shipped, placeholders included."""
+    return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+
+
+def fill(name: str, text: str, settings: dict[str, str]) -> str:
+    """``text`` with every ``@NAME@`` replaced from ``settings``; an unknown name is an error."""
+
+    def value(match: re.Match[str]) -> str:
+        key = match.group(1)
+        if key not in settings:
+            raise KeyError(f"{name}: no setting for placeholder @{key}@; known: {', '.join(sorted(settings))}")
+        return settings[key]
+
+    return PLACEHOLDER.sub(value, text)
+
+
+def render_scripts(plan: ClusterPlan) -> dict[str, str]:
+    """Script name -> text (installed at /opt/slonk/scripts in every Slurm pod)."""
+    del plan  # the scripts are the same for every cluster; what differs comes in through env vars
+    return {name: fill(name, source(name), SETTINGS) for name in SCRIPTS}
