@@ -46,7 +46,9 @@ fi
 
 # Runs a command inside the chroot in throwaway mount/pid namespaces, so
 # /proc and /dev mounts needed by apt and dpkg never leak into the host.
+# The inner script is single-quoted on purpose: it expands its own arguments.
 in_chroot() {
+    # shellcheck disable=SC2016
     unshare --mount --pid --fork --kill-child -- /bin/sh -c '
         set -e
         root="$1"; shift

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need on a fresh Debian bookworm machine (as root) and runs them all. Each
 # phase prints a banner. What it installs on the host: real Slurm (host 22.05 + a sid chroot with 26.05,
-# tools/install-slurm.sh) and Debian's python3-venv when missing. Everything Python goes into virtual
+# tools/install-slurm.sh), Debian's python3-venv and shellcheck when missing. Everything Python goes into virtual
 # environments, never into the system interpreter: ./.venv (the package and its test tools at the pins
 # of constraints.txt) and checkov in its own (its pins clash with Pulumi's). Then ruff, mypy and pytest.
 # Arguments are passed to pytest.
@@ -27,6 +27,10 @@ if ! "$CHECKOV_VENV/bin/checkov" --version >/dev/null 2>&1; then
   "$CHECKOV_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c tools/checkov-constraints.txt "checkov==3.3.30"
 fi
 export SLONK_CHECKOV="$CHECKOV_VENV/bin/checkov"
+
+phase "shellcheck: the pods' scripts in the package and the tools' scripts"
+command -v shellcheck >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; }
+find slonk_infra tools -name '*.sh' -print0 | xargs -0 shellcheck
 
 phase "ruff check and ruff format --check"
 ruff check .
