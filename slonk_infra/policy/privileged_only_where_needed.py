@@ -1,0 +1,86 @@
+"""Privileged only where needed: the workers' slurmd (cgroups, devices) and the in-cluster NFS server
+(kernel nfsd); nobody else runs privileged or with SYS_ADMIN."""
+
+from __future__ import annotations
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    Severity,
+)
+
+from slonk_infra.kube import names
+from slonk_infra.kube.names import COMPONENT as COMPONENT_LABEL
+from slonk_infra.policy.common import (
+    STRING_LIST,
+    setting,
+    strings,
+)
+from slonk_infra.policy.props import (
+    containers,
+    describe,
+    get,
+    is_slurm,
+    labels,
+    pod_spec,
+)
+
+ALLOWED_PRIVILEGED = [f"{names.WORKER_COMPONENT}/slurmd", f"{names.NFS_COMPONENT}/nfs"]
+
+
+DANGEROUS_CAPABILITIES = {"SYS_ADMIN", "ALL"}
+
+
+def _validate_privileged(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    spec = pod_spec(args.resource_type, args.props)
+    if spec is None:
+        return
+    allowed = set(strings(setting(args, "allowedContainers", ALLOWED_PRIVILEGED)))
+    component = labels(args.props).get(COMPONENT_LABEL, "")
+    slurm = is_slurm(args.props)
+    where = describe(args.resource_type, args.props, args.name)
+    for container in containers(spec):
+        context = get(container.spec, "securityContext")
+        reasons = []
+        if get(context, "privileged") is True:
+            reasons.append("privileged: true")
+        caps = {c.upper().removeprefix("CAP_") for c in strings(get(context, "capabilities", "add"))}
+        if caps & DANGEROUS_CAPABILITIES:
+            reasons.append(f"capabilities.add {sorted(caps & DANGEROUS_CAPABILITIES)}")
+        if not reasons or (slurm and f"{component}/{container.name}" in allowed):
+            continue
+        report(
+            f"{where} {container.role} {container.name}: {' and '.join(reasons)} (component {component or '-'}); "
+            f"only {sorted(allowed)} may run privileged",
+            None,
+        )
+
+
+privileged_only_where_needed = ResourceValidationPolicy(
+    name="privileged-only-where-needed",
+    description=(
+        "Only containers that need the host run privileged: the workers' slurmd (cgroups, devices) and the "
+        "in-cluster NFS server (kernel nfsd)."
+    ),
+    validate=_validate_privileged,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "allowedContainers": {
+                **STRING_LIST,
+                "default": ALLOWED_PRIVILEGED,
+                "description": "component/container pairs (app.kubernetes.io/component label) allowed privileged.",
+            }
+        }
+    ),
+    remediation_steps=(
+        "Remove securityContext.privileged (and SYS_ADMIN / ALL capabilities); add only the capabilities the "
+        "process needs (see the munged sidecar: CHOWN, FOWNER, DAC_OVERRIDE, SETUID, SETGID) with "
+        "allowPrivilegeEscalation: false. If a new component truly needs the host, add it to "
+        "privileged-only-where-needed.allowedContainers in the shared policy configuration, with a reviewer."
+    ),
+)
