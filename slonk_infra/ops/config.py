@@ -1,0 +1,225 @@
+"""Settings of the operations controller: :class:`OperationsSpec`, camelCase in files and declarations.
+
+The model is self-contained (it imports nothing from the declaration), so the declaration can embed
+it as one field (``operations:``) and the controller reads the same shape from its ConfigMap.
+Every field has a default; an empty mapping is a working configuration.
+
+Kubernetes names the defaults list, and where they come from:
+
+* ``cloud.google.com/impending-node-termination`` (taint): GKE's graceful shutdown of a VM about to
+  be stopped for host maintenance or spot preemption (GKE docs "Manage GKE node disruption for GPUs
+  and TPUs"; the same key in GoogleCloudPlatform/k8s-node-termination-handler).
+* ``cloud.google.com/maintenance-window-started`` (taint) and
+  ``cloud.google.com/active-node-maintenance=ONGOING`` (label): GKE host maintenance in progress;
+  ``cloud.google.com/scheduled-maintenance-time`` (label, Unix seconds): maintenance announced
+  (GKE docs "Monitor maintenance events", GKE 1.31.1-gke.2008000 and later, GPU/TPU machines).
+* ``aws-node-termination-handler/spot-itn``, ``.../scheduled-maintenance``,
+  ``.../asg-lifecycle-termination``, ``.../rebalance-recommendation`` (taints): AWS Node
+  Termination Handler (aws/aws-node-termination-handler, pkg/node/node.go).
+* ``node.kubernetes.io/out-of-service`` (taint): Kubernetes non-graceful node shutdown.
+* ``ToBeDeletedByClusterAutoscaler`` (taint): cluster-autoscaler scale-down; ``karpenter.sh/disrupted``
+  (taint): Karpenter v1 disruption.
+* Node conditions ``AcceleratedHardwareReady``, ``ContainerRuntimeReady``, ``KernelReady``,
+  ``NetworkingReady``, ``StorageReady``: the EKS node monitoring agent (EKS docs "Detect node health
+  issues and enable automatic node repair"); ``Ready``: the kubelet.
+
+``node.kubernetes.io/unschedulable`` is deliberately not a termination taint: Kubernetes adds it to
+every cordoned node, including the controller's own cordons; a cordon is read from
+``spec.unschedulable`` and the ``slonk.dev/cordoned-by`` annotation instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+DEFAULT_CONFIG_PATH = Path("/etc/slonk-ops/config.yaml")
+
+TERMINATION_TAINTS = (
+    "cloud.google.com/impending-node-termination",
+    "aws-node-termination-handler/spot-itn",
+    "aws-node-termination-handler/scheduled-maintenance",
+    "aws-node-termination-handler/asg-lifecycle-termination",
+    "aws-node-termination-handler/rebalance-recommendation",
+    "node.kubernetes.io/out-of-service",
+    "ToBeDeletedByClusterAutoscaler",
+    "karpenter.sh/disrupted",
+)
+MAINTENANCE_TAINTS = ("cloud.google.com/maintenance-window-started",)
+MAINTENANCE_LABELS = {"cloud.google.com/active-node-maintenance": "ONGOING"}
+SCHEDULED_MAINTENANCE_LABEL = "cloud.google.com/scheduled-maintenance-time"
+FAILING_CONDITIONS = (
+    "Ready",
+    "AcceleratedHardwareReady",
+    "ContainerRuntimeReady",
+    "KernelReady",
+    "NetworkingReady",
+    "StorageReady",
+)
+# slonk-health drains with this prefix (slonk_infra.health.drain.DRAIN_REASON_PREFIX); the controller
+# may replace such a drain with its own and lift it once a newer verdict passes.
+HEALTH_REASON_PREFIX = "slonk-health:"
+
+Seconds = Annotated[int, Field(gt=0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class SignalsSpec(_Model):
+    """Which Kubernetes node states drain the Slurm node (besides a person's cordon and health verdicts)."""
+
+    termination_taints: list[str] = Field(
+        default_factory=lambda: list(TERMINATION_TAINTS),
+        description="Taint keys meaning the machine is about to go away (GKE, EKS, autoscalers).",
+    )
+    maintenance_taints: list[str] = Field(
+        default_factory=lambda: list(MAINTENANCE_TAINTS), description="Taint keys meaning host maintenance runs."
+    )
+    maintenance_labels: dict[str, str] = Field(
+        default_factory=lambda: dict(MAINTENANCE_LABELS),
+        description="Label key -> value meaning host maintenance runs ('' matches any value).",
+    )
+    scheduled_maintenance_label: str = Field(
+        default=SCHEDULED_MAINTENANCE_LABEL,
+        description="Label holding the Unix time of announced host maintenance ('' to ignore it).",
+    )
+    scheduled_maintenance_lead_seconds: int = Field(
+        default=3600,
+        ge=0,
+        description="Drain this long before announced maintenance starts, so running jobs can end (0: never).",
+    )
+    failing_conditions: list[str] = Field(
+        default_factory=lambda: list(FAILING_CONDITIONS),
+        description="Node condition types that drain the Slurm node when their status is not True.",
+    )
+
+
+class RemediationSpec(_Model):
+    """What the controller may do to a drained, idle node whose health verdict asks for an action."""
+
+    enabled: bool = Field(default=True, description="Act on verdicts (false: only drain and report).")
+    max_actions_per_window: int = Field(
+        default=4, ge=1, description="Pod restarts plus machine replacements allowed per window, cluster-wide."
+    )
+    window_seconds: Seconds = Field(default=600, description="Length of the rate-limit window.")
+    max_pool_fraction: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="Most of a pool under remediation at once (rounded down, but at least one node).",
+    )
+    repeat_window_seconds: Seconds = Field(
+        default=7 * 24 * 3600,
+        description="A machine (fingerprint) that fails again this soon after a remediation is kept out.",
+    )
+    timeout_seconds: Seconds = Field(
+        default=1800, description="A remediation not finished after this long needs a person."
+    )
+
+
+class OperationsSpec(_Model):
+    """The Slurm <-> Kubernetes state-sync and remediation controller (one Deployment)."""
+
+    enabled: bool = Field(default=False, description="Deploy the controller.")
+    image: str | None = Field(default=None, description="Controller image (default: the cluster's one image).")
+    interval_seconds: float = Field(default=15.0, gt=0, description="Seconds between sync ticks.")
+    slurmrestd_url: str | None = Field(
+        default=None,
+        description="slurmrestd address: http://host:port or unix:/path (default: the cluster's slurmrestd Service).",
+    )
+    jwt_key_file: str = Field(
+        default="/etc/slonk-ops/jwt/jwt_hs256.key",
+        description="HS256 key slurmctld checks tokens with (the slurm-jwt Secret, mounted read-only).",
+    )
+    slurm_user: str = Field(
+        default="slurm",
+        min_length=1,
+        description="User the controller's tokens name; must be SlurmUser or root to change node states.",
+    )
+    token_lifetime_seconds: Seconds = Field(default=3600, description="Lifetime of each token the controller signs.")
+    scontrol_fallback: bool = Field(
+        default=True,
+        description="Change node states with scontrol (token auth) when slurmrestd has no node update (22.05).",
+    )
+    reason_prefix: str = Field(
+        default="slonk:",
+        min_length=1,
+        pattern=r"^\S+$",
+        description="Prefix of every drain reason the controller writes; only such drains are ever lifted.",
+    )
+    owned_reason_prefixes: list[str] = Field(
+        default_factory=lambda: [HEALTH_REASON_PREFIX],
+        description="Other drain-reason prefixes the controller may take over (the health checker's).",
+    )
+    worker_selector: str = Field(
+        default="app.kubernetes.io/name=slurm,app.kubernetes.io/component=worker",
+        description="Label selector of the worker pods (one per Slurm node, named like it).",
+    )
+    node_selector: str = Field(default="", description="Label selector of the Kubernetes nodes to list ('' all).")
+    signals: SignalsSpec = Field(default_factory=SignalsSpec, description="Kubernetes states that drain.")
+    remediation: RemediationSpec = Field(default_factory=RemediationSpec, description="Remediation limits.")
+    state_dir: str = Field(
+        default="/var/lib/slonk-ops",
+        description="Volume for the controller's memory (state.json) and the job hardware record (jobs.jsonl).",
+    )
+    state_volume_gib: int = Field(default=1, ge=1, description="Size of the state volume.")
+    metrics_port: int = Field(default=8000, ge=1, le=65535, description="Port of the Prometheus endpoint.")
+    service_monitor: bool = Field(
+        default=False, description="Declare a ServiceMonitor (needs the Prometheus operator's CRDs)."
+    )
+    scrape_interval: str = Field(default="30s", description="ServiceMonitor scrape interval.")
+    cpu_request: str = Field(default="100m", description="CPU request of the controller container.")
+    memory_request: str = Field(default="256Mi", description="Memory request of the controller container.")
+    memory_limit: str = Field(default="1Gi", description="Memory limit of the controller container.")
+
+    @model_validator(mode="after")
+    def _prefixes(self) -> OperationsSpec:
+        for p in self.owned_reason_prefixes:
+            if not p.strip():
+                raise ValueError("ownedReasonPrefixes: an empty prefix would claim every drain")
+            if p.startswith(self.reason_prefix) or self.reason_prefix.startswith(p):
+                raise ValueError(f"ownedReasonPrefixes: {p!r} overlaps reasonPrefix {self.reason_prefix!r}")
+        return self
+
+    @property
+    def all_owned_prefixes(self) -> tuple[str, ...]:
+        """The controller's own prefix first, then the ones it may take over."""
+        return (self.reason_prefix, *self.owned_reason_prefixes)
+
+
+class SpecError(ValueError):
+    """A configuration file the controller cannot use; the message names each bad field."""
+
+
+def describe(err: ValidationError) -> str:
+    """One line per problem: ``remediation.maxPoolFraction: Input should be ... (got 2)``."""
+    lines = []
+    for e in err.errors(include_url=False):
+        path = ".".join(str(p) for p in e["loc"]) or "<root>"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif "input" in e and not isinstance(e["input"], dict | list):
+            msg = f"{msg} (got {e['input']!r})"
+        lines.append(f"{path}: {msg}")
+    return "; ".join(lines)
+
+
+def load_spec(path: Path) -> OperationsSpec:
+    """Reads a YAML or JSON file into an :class:`OperationsSpec`; clear errors, no tracebacks."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecError(f"{path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+    try:
+        return OperationsSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{path}: {describe(exc)}") from None

@@ -1,0 +1,139 @@
+"""``slonk-ops``: the controller's process. Reads its config, serves metrics, ticks until SIGTERM.
+
+Inside the cluster (what :mod:`slonk_infra.ops.manifests` deploys)::
+
+    slonk-ops --config /etc/slonk-ops/config.yaml
+
+The namespace comes from ``--namespace`` or ``POD_NAMESPACE`` (the downward API). ``--kube-host``
+and ``--kube-token-file`` point it at an API server from outside the cluster; ``--once`` runs one
+tick and prints its report as JSON (exit 1 when an API could not be reached).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import click
+
+from slonk_infra.ops.config import DEFAULT_CONFIG_PATH, OperationsSpec, SpecError, load_spec
+from slonk_infra.ops.controller import Controller, TickReport
+from slonk_infra.ops.kube_api import KubeApi
+from slonk_infra.ops.manifests import default_slurmrestd_url
+from slonk_infra.ops.metrics import Metrics
+from slonk_infra.ops.records import JobRecord, StateStore
+from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmRest, TokenSigner
+from slonk_infra.slurm import paths
+
+log = logging.getLogger("slonk_infra.ops")
+
+StartResponse = Callable[[str, list[tuple[str, str]]], Any]
+
+
+def build(spec: OperationsSpec, kube: KubeApi, namespace: str, slurm_conf: str | None = None) -> Controller:
+    """The controller with its clients, memory and job record, as configured."""
+    signer = TokenSigner.from_file(spec.jwt_key_file, spec.slurm_user, spec.token_lifetime_seconds)
+    scontrol = None
+    if spec.scontrol_fallback:
+        scontrol = ScontrolWriter(env={"SLURM_CONF": slurm_conf or f"{paths.CONF_DIR}/slurm.conf"})
+    slurm = SlurmRest(spec.slurmrestd_url or default_slurmrestd_url(namespace), signer, scontrol=scontrol)
+    state_dir = Path(spec.state_dir)
+    if not state_dir.is_dir():
+        raise SpecError(f"stateDir {spec.state_dir!r} is not a directory (mount the state volume there)")
+    return Controller(spec, slurm, kube, StateStore(state_dir), JobRecord(state_dir / "jobs.jsonl"), Metrics())
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+def serve(controller: Controller, port: int, stale_after: float) -> WSGIServer:
+    """``/metrics`` and ``/healthz`` (200 while ticks keep finishing) on a background thread."""
+    from prometheus_client import make_wsgi_app
+
+    metrics_app = make_wsgi_app(controller.metrics.registry)
+
+    def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") == "/healthz":
+            age = time.time() - controller.last_tick_end if controller.last_tick_end else 0.0
+            ok = age < stale_after
+            start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [f"last tick {age:.0f}s ago\n".encode()]
+        return metrics_app(environ, start_response)  # type: ignore[no-any-return]
+
+    server = make_server("", port, app, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, name="metrics", daemon=True).start()
+    return server
+
+
+def summary(report: TickReport) -> dict[str, Any]:
+    """A tick report as JSON-ready data."""
+    plan = report.plan
+    return {
+        "slurmOk": report.slurm_ok,
+        "kubeOk": report.kube_ok,
+        "errors": report.errors,
+        "nodes": report.nodes,
+        "pods": report.pods,
+        "slurmCalls": dict(report.slurm_calls),
+        "kubeCalls": dict(report.kube_calls),
+        "decisions": [f"{d.what} {d.node}: {d.why}" for d in plan.decisions] if plan else [],
+        "wallSeconds": round(report.wall_seconds, 4),
+        "cpuSeconds": round(report.cpu_seconds, 4),
+    }
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Settings file.")
+@click.option("--namespace", default=None, help="Namespace of the Slurm pods (default: $POD_NAMESPACE).")
+@click.option("--kube-host", default=None, help="API server URL (default: in-cluster).")
+@click.option("--kube-token-file", type=click.Path(path_type=Path), default=None, help="Bearer token file.")
+@click.option("--slurm-conf", default=None, help="slurm.conf for the scontrol fallback.")
+@click.option("--once", is_flag=True, help="Run one tick, print its report, exit.")
+def main(
+    config_path: Path | None,
+    namespace: str | None,
+    kube_host: str | None,
+    kube_token_file: Path | None,
+    slurm_conf: str | None,
+    once: bool,
+) -> None:
+    """Keep Slurm and Kubernetes node states in step, remediate bad machines, serve metrics."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        if config_path is None:
+            spec = load_spec(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else OperationsSpec()
+        else:
+            spec = load_spec(config_path)
+        ns = namespace or os.environ.get("POD_NAMESPACE") or ""
+        if not ns:
+            raise SpecError("no namespace: pass --namespace or set POD_NAMESPACE")
+        if kube_host:
+            token = kube_token_file.read_text().strip() if kube_token_file else ""
+            kube = KubeApi.connect(kube_host, token, ns)
+        else:
+            kube = KubeApi.in_cluster(ns)
+        controller = build(spec, kube, ns, slurm_conf)
+    except (SpecError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if once:
+        report = controller.tick()
+        click.echo(json.dumps(summary(report), indent=1))
+        raise SystemExit(0 if report.slurm_ok and report.kube_ok else 1)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    serve(controller, spec.metrics_port, stale_after=10 * spec.interval_seconds + 120)
+    log.info("slonk-ops: namespace %s, slurmrestd %s, every %ss", ns, controller.slurm.url, spec.interval_seconds)
+    while not stop.is_set():
+        report = controller.tick()
+        stop.wait(max(0.0, spec.interval_seconds - report.wall_seconds))
