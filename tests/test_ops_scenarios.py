@@ -27,14 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 from slonk_infra.ops.config import OperationsSpec, RemediationSpec
 from slonk_infra.ops.controller import Controller, TickReport
-from slonk_infra.ops.main import serve
+from slonk_infra.ops.main import main, serve
 from slonk_infra.ops.metrics import Metrics
 from slonk_infra.ops.model import CORDONED_BY, HEALTH, POOL_LABEL, SLURM_REASON, SLURM_STATE, SlurmNode
 from slonk_infra.ops.records import JobRecord, StateStore
-from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmRest, TokenSigner
+from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmError, SlurmRest, TokenSigner
 from slonk_infra.plan import build_plan
 from slonk_infra.slurm import render_slurm_files
 from slonk_infra.stacks import load_declaration
@@ -310,3 +311,56 @@ def test_jobs_are_recorded_with_their_machines_and_metrics_are_served(env: Env) 
     assert 'slonk_health_checks{check="gpu-ecc",result="pass"} 1.0' in text
     assert 'slonk_api_calls_total{api="slurm",kind="list_nodes"}' in text
     assert "slonk_slurm_job_queue_wait_seconds_count" in text
+
+
+def test_the_client_probes_the_newest_api_and_batches_updates(env: Env) -> None:
+    slurm = env.controller.slurm
+    api = slurm.api()
+    if env.lab.flavor == "host":
+        assert api.version == 38 and api.batch_update is None and api.node_update is None
+    else:
+        assert api.version >= 42 and api.batch_update == api.nodes_path
+    before = sum(slurm.calls.values())
+    slurm.update_nodes(["h100-0", "h100-2"], "DRAIN", "slonk: batch test")
+    assert sum(slurm.calls.values()) - before == 1  # one call for both nodes (REST or scontrol)
+    states = {n.name: n for n in slurm.list_nodes()}
+    assert states["h100-0"].reason == states["h100-2"].reason == "slonk: batch test"
+    slurm.update_nodes(["h100-0", "h100-2"], "RESUME")
+    assert not any(n.drained for n in slurm.list_nodes() if n.name in STARTED)
+
+
+def test_a_token_slurmctld_did_not_sign_is_refused(cluster: Cluster) -> None:
+    slurm = SlurmRest(cluster.rest.url, TokenSigner(b"not the key" * 4, "root"))
+    with pytest.raises(SlurmError):
+        slurm.list_nodes()
+    report_ok = SlurmRest(cluster.rest.url, TokenSigner(cluster.rest.jwt_key, "root")).list_nodes()
+    assert {n.name for n in report_ok} >= set(STARTED)
+
+
+def test_the_command_runs_one_tick_from_its_config_file(cluster: Cluster, tmp_path: Path) -> None:
+    reset_slurm(cluster.lab)
+    key = tmp_path / "jwt.key"
+    key.write_bytes(cluster.rest.jwt_key)
+    state = tmp_path / "state"
+    state.mkdir()
+    config = tmp_path / "config.yaml"
+    config.write_text(f"slurmrestdUrl: {cluster.rest.url}\njwtKeyFile: {key}\nslurmUser: root\nstateDir: {state}\n")
+    token = tmp_path / "token"
+    token.write_text("fake-token\n")
+    with FakeKube() as kube:
+        for name in STARTED:
+            kube.add_node(f"gke-{name}")
+            kube.add_pod(name, NS, f"gke-{name}", labels=WORKER_LABELS)
+        kube.set(kube.nodes["gke-h100-3"], "spec.unschedulable", True)
+        args = ["--config", str(config), "--namespace", NS, "--kube-host", kube.url, "--kube-token-file", str(token)]
+        args += ["--slurm-conf", str(cluster.lab.conf_dir / "slurm.conf"), "--once"]
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["slurmOk"] and summary["kubeOk"] and summary["pods"] == 4
+    assert summary["decisions"] == ["drain h100-3: slonk: kubernetes node cordoned"]
+    assert "h100-3" in {
+        n.name for n in SlurmRest(cluster.rest.url, TokenSigner(cluster.rest.jwt_key, "root")).list_nodes() if n.drained
+    }
+    bad = CliRunner().invoke(main, ["--config", str(tmp_path / "missing.yaml"), "--namespace", NS, "--once"])
+    assert bad.exit_code == 1 and "missing.yaml" in bad.output and "Traceback" not in bad.output

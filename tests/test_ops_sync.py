@@ -406,3 +406,18 @@ def test_the_memory_survives_a_json_round_trip() -> None:
     w.tick()
     data = json.loads(json.dumps(w.state.to_json()))
     assert RemediationState.from_json(data) == w.state
+
+
+def test_a_new_pod_counts_only_once_its_slurmd_registered_again() -> None:
+    w = World()
+    w.add("h100-0", pod_annotations={HEALTH: verdict("restart-pod", "x")})
+    w.tick()
+    w.tick()
+    w.restart_pod("h100-0", {HEALTH: verdict()})
+    # slurmctld has not noticed the old slurmd died: the record still looks responding, but from before.
+    w.slurm["h100-0"] = dataclasses.replace(w.slurm["h100-0"], slurmd_start=T0 - 500)
+    w.tick()
+    assert "h100-0" in w.state.active and w.slurm["h100-0"].drained
+    w.slurm["h100-0"] = dataclasses.replace(w.slurm["h100-0"], slurmd_start=w.now)
+    w.tick()
+    assert "h100-0" not in w.state.active and not w.slurm["h100-0"].drained

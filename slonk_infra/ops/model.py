@@ -175,6 +175,7 @@ class Verdict:
     time: float | None
     checks: tuple[CheckOutcome, ...] = ()
     source: str = "pod"
+    node: str = ""  # the Slurm node the checker judged ('' if not said)
 
     @property
     def failing(self) -> bool:
@@ -216,6 +217,7 @@ def parse_verdict(text: str, source: str = "pod") -> Verdict:
          "results": [{"check": "gpu-ecc", "ok": false, "action": "restart-pod", "reason": "..."}],
          "time": "2026-11-23T01:00:00Z"}
 
+    ``node`` (optional) must be the pod's name, else the verdict is about another node and ignored.
     ``action`` is the worst action of the results (none, restart-pod, replace-machine,
     needs-person). ``fingerprint`` may also be a plain string. ``time`` (RFC 3339 or epoch seconds)
     tells a fresh verdict from one about an earlier pod on the same machine; on a pod it may be
@@ -253,6 +255,7 @@ def parse_verdict(text: str, source: str = "pod") -> Verdict:
         time=_time(data.get("time")),
         checks=tuple(checks),
         source=source,
+        node=str(data.get("node") or ""),
     )
 
 

@@ -6,6 +6,8 @@ the first (most urgent) one found names the drain.
 
 from __future__ import annotations
 
+import dataclasses
+
 from slonk_infra.ops.config import SignalsSpec
 from slonk_infra.ops.model import HEALTH, KubeNode, KubePod, SlurmNode, Verdict, VerdictError, parse_verdict
 
@@ -60,7 +62,7 @@ def current_verdict(pod: KubePod, node: KubeNode | None, slurm: SlurmNode | None
     Read from the pod's ``slonk.dev/health`` annotation (no time needed: it lives and dies with the
     pod), else the Kubernetes node's annotation, else the Slurm node's comment (both need a
     ``time`` at or after the pod's creation: an older one judged an earlier pod). An unreadable
-    annotation counts as none.
+    annotation, or one naming another node, counts as none.
     """
     candidates: list[Verdict] = []
     on_pod = _read(pod.annotations.get(HEALTH), "pod")
@@ -73,13 +75,11 @@ def current_verdict(pod: KubePod, node: KubeNode | None, slurm: SlurmNode | None
     on_slurm = _read(comment, "slurm")
     if on_slurm is not None and on_slurm.time is not None:
         candidates.append(on_slurm)
-    fresh = [v for v in candidates if v.time is not None and v.time >= pod.created]
+    fresh = [v for v in candidates if v.time is not None and v.time >= pod.created and v.node in ("", pod.name)]
     if not fresh:
         return None
     return max(fresh, key=lambda v: v.time or 0.0)
 
 
 def _with_time(v: Verdict, t: float) -> Verdict:
-    return Verdict(
-        ok=v.ok, action=v.action, reason=v.reason, fingerprint=v.fingerprint, time=t, checks=v.checks, source=v.source
-    )
+    return dataclasses.replace(v, time=t)
