@@ -17,7 +17,6 @@ the rendered files and report every node record. Nothing here asserts a timing; 
 from __future__ import annotations
 
 import argparse
-import atexit
 import copy
 import gc
 import json
@@ -480,7 +479,6 @@ def slurmctld_acceptance(case: Case, timeout: float = 120.0) -> dict[str, Any]:
     localhost overrides apply (each NodeName line is split into one line per node with its own port).
     """
     from tests.slurmlab import Flavor, SlurmLab, available_flavors, flavor_version, missing_reason
-    from tests.slurmlab.lab import _prepare_and_setup
 
     flavors = available_flavors()
     decl = case.declaration
@@ -499,23 +497,20 @@ def slurmctld_acceptance(case: Case, timeout: float = 120.0) -> dict[str, Any]:
     want = {n for g in plan.groups for n in g.node_names}
     workdir = Path(tempfile.mkdtemp(prefix="slonk-bench-ctld-"))
     lab = SlurmLab(files, flavor, workdir)
-    lab._started = True
-    atexit.register(lab.stop)
     result: dict[str, Any] = {"flavor": flavor, "slurm": flavor_version(flavor), "note": note, "nodes": len(want)}
     try:
         start = time.perf_counter()
-        _prepare_and_setup(lab)
-        lab._start_munged()
+        lab.setup()
         result["setup_s"] = time.perf_counter() - start
         t0 = time.perf_counter()
-        proc = lab._spawn("slurmctld", ["slurmctld", "-D", "-f", lab.slurm_conf])
+        proc = lab.spawn_controller()
         ping_s: float | None = None
         all_s: float | None = None
         polls = 0
         seen = 0
-        while time.perf_counter() - t0 < timeout and proc.popen.poll() is None:
+        while time.perf_counter() - t0 < timeout and proc.exit_code() is None:
             if ping_s is None:
-                if lab._ping_up():
+                if lab.ping():
                     ping_s = time.perf_counter() - t0
                 else:
                     time.sleep(0.02)
@@ -530,7 +525,7 @@ def slurmctld_acceptance(case: Case, timeout: float = 120.0) -> dict[str, Any]:
         log_path = workdir / "log" / "slurmctld.log"
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
         result.update(
-            exit_code=proc.popen.poll(),
+            exit_code=proc.exit_code(),
             ping_s=ping_s,
             all_nodes_s=all_s,
             nodes_reported=seen,
@@ -540,7 +535,6 @@ def slurmctld_acceptance(case: Case, timeout: float = 120.0) -> dict[str, Any]:
         )
     finally:
         lab.stop()
-        atexit.unregister(lab.stop)
         shutil.rmtree(workdir, ignore_errors=True)
     return result
 

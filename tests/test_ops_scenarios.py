@@ -39,9 +39,7 @@ from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmError, SlurmRest, To
 from slonk_infra.plan import build_plan
 from slonk_infra.slurm import render_slurm_files
 from slonk_infra.stacks import load_declaration
-from tests.slurmlab import SlurmLab, SlurmLabError, require_flavor
-from tests.slurmlab.procs import free_ports
-from tests.slurmlab.restd import RestD
+from tests.slurmlab import RestD, SlurmLab, SlurmLabError, free_ports, require_flavor
 from tests.test_ops_fakekube import FakeKube
 from tests.test_ops_sync import verdict
 

@@ -19,15 +19,16 @@ from tests.slurmlab import (
     OVERRIDES,
     ConfigError,
     Flavor,
+    LabContext,
     SlurmLab,
     SlurmLabError,
     check_rejected,
     flavor_version,
     leaked_mounts,
+    leftover_pids,
+    render_lab_config,
     require_flavor,
 )
-from tests.slurmlab.confrewrite import LabContext, render_lab_config
-from tests.slurmlab.procs import leftover_pids
 
 # Written the way a renderer for Kubernetes would: service DNS names, image
 # paths, cgroup v2, real hardware sizes.  The harness must cope with all of it.

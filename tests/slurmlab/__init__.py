@@ -1,12 +1,25 @@
 """Test harness that runs a real Slurm cluster on localhost from rendered config files.
 
-See README.md in this directory for the override list and the two flavors.
+The public API is what this module exports; tests and the benchmark use nothing else. See README.md
+in this directory for the override list and the two flavors.
+
+* :class:`SlurmLab`: the lab. ``with SlurmLab(files, flavor, workdir) as lab`` starts munged,
+  slurmctld and the nodes; ``setup()`` + ``spawn_controller()`` start only what checks of the
+  config itself need (``ping()`` says when slurmctld answers); ``stop()`` stops what the lab started.
+* :func:`check_rejected`: whether slurmctld refuses a set of files, with its output.
+* Flavors: :data:`FLAVORS`, :func:`available_flavors`, :func:`missing_reason`, :func:`flavor_version`,
+  :func:`require_flavor` (pytest: fail under CI, skip otherwise).
+* The config rewrite on its own: :func:`render_lab_config` with a :class:`LabContext`, and the
+  documented :data:`OVERRIDES`.
+* :class:`RestD`: slurmrestd beside a running lab, with JWT auth.
+* Processes and ports: :func:`leftover_pids`, :func:`leaked_mounts`, :func:`free_ports`.
 """
 
-from .confrewrite import OVERRIDES, ConfigError, Override
+from .confrewrite import OVERRIDES, ConfigError, LabContext, Override, RenderedLab, render_lab_config
 from .lab import (
     CHROOT_ENV,
     FLAVORS,
+    Daemon,
     Flavor,
     SlurmLab,
     SlurmLabError,
@@ -17,22 +30,31 @@ from .lab import (
     leaked_mounts,
     missing_reason,
 )
+from .procs import free_ports, leftover_pids
 from .pytest_support import require_flavor
+from .restd import RestD
 
 __all__ = [
     "CHROOT_ENV",
     "FLAVORS",
     "OVERRIDES",
     "ConfigError",
+    "Daemon",
     "Flavor",
+    "LabContext",
     "Override",
+    "RenderedLab",
+    "RestD",
     "SlurmLab",
     "SlurmLabError",
     "available_flavors",
     "check_rejected",
     "chroot_path",
     "flavor_version",
+    "free_ports",
     "leaked_mounts",
+    "leftover_pids",
     "missing_reason",
+    "render_lab_config",
     "require_flavor",
 ]

@@ -164,8 +164,8 @@ def leaked_mounts(flavor: Flavor = "chroot") -> list[str]:
     return [line for line in lines if f" {root}/" in line or f" {root} " in line]
 
 
-class _Proc:
-    """A started process: ``popen`` is what we spawned, ``pid`` the real daemon."""
+class Daemon:
+    """A process the lab started: ``popen`` is what it spawned, ``pid`` the real daemon."""
 
     def __init__(self, name: str, popen: subprocess.Popen[bytes], pid: int, out: IO[bytes]) -> None:
         self.name = name
@@ -174,9 +174,15 @@ class _Proc:
         self.out = out
 
     def running(self) -> bool:
+        """Whether the spawned process and the daemon both still run."""
         return self.popen.poll() is None and alive(self.pid)
 
+    def exit_code(self) -> int | None:
+        """The spawned process's exit status, None while it runs."""
+        return self.popen.poll()
+
     def stop(self, timeout: float = 15.0) -> None:
+        """Stops the daemon, then what was spawned for it, by PID."""
         stop_pids([self.pid], timeout=timeout)
         stop_pids([self.popen.pid, *descendants(self.popen.pid)], timeout=5.0)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -468,7 +474,7 @@ class SlurmLab:
         self._backend: _Backend = (
             _HostBackend(self.workdir, self.env_tag) if flavor == "host" else _ChrootBackend(self.workdir, self.env_tag)
         )
-        self._procs: dict[str, _Proc] = {}
+        self._procs: dict[str, Daemon] = {}
         self._started = False
         self.rendered: RenderedLab | None = None
         self.hostname = socket.gethostname().split(".")[0]
@@ -501,6 +507,23 @@ class SlurmLab:
 
     def start(self) -> None:
         """Starts munged, slurmctld and the initial slurmd; waits until those nodes are idle."""
+        self.setup()
+        try:
+            self._start_ctld()
+            for name in self._initial:
+                self._spawn_slurmd(name)
+            self.wait_nodes(self._initial, timeout=self.start_timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def setup(self) -> None:
+        """Everything before slurmctld: the rewritten files, the flavor's root, munged.
+
+        For checks of the config itself (does slurmctld accept it, how long does it take to load),
+        follow with :meth:`spawn_controller`; :meth:`start` does both and starts the nodes.
+        :meth:`stop` undoes it, whatever was started.
+        """
         if self._started:
             raise SlurmLabError("lab already started")
         self._started = True
@@ -510,13 +533,20 @@ class SlurmLab:
             self._backend.setup()
             self._render()
             self._start_munged()
-            self._start_ctld()
-            for name in self._initial:
-                self._spawn_slurmd(name)
-            self.wait_nodes(self._initial, timeout=self.start_timeout)
         except BaseException:
             self.stop()
             raise
+
+    def spawn_controller(self) -> Daemon:
+        """Starts ``slurmctld -D`` with the lab's config after :meth:`setup`, without waiting for it."""
+        if not self._started:
+            raise SlurmLabError("setup() first")
+        return self._spawn("slurmctld", ["slurmctld", "-D", "-f", self.slurm_conf])
+
+    def ping(self) -> bool:
+        """Whether slurmctld answers ``scontrol ping``."""
+        res = self.run(["scontrol", "ping"], timeout=15.0)
+        return res.returncode == 0 and " is UP" in res.stdout
 
     def stop(self) -> None:
         """Stops everything this lab started (by PID) and removes private runtime dirs."""
@@ -784,7 +814,7 @@ class SlurmLab:
             path.chmod(0o600)
         self.rendered = rendered
 
-    def _spawn(self, name: str, args: Sequence[str]) -> _Proc:
+    def _spawn(self, name: str, args: Sequence[str]) -> Daemon:
         root = self._backend.root
         argv, env, cwd = self._backend.argv(args, self._env(), f"{root}/home")
         out = (self.workdir / "log" / f"{name}.out").open("ab")
@@ -804,7 +834,7 @@ class SlurmLab:
             stop_pids([popen.pid, *descendants(popen.pid)])
             out.close()
             raise
-        proc = _Proc(name, popen, pid, out)
+        proc = Daemon(name, popen, pid, out)
         self._procs[name] = proc
         return proc
 
@@ -836,18 +866,14 @@ class SlurmLab:
             time.sleep(0.05)
 
     def _start_ctld(self, timeout: float = 30.0) -> None:
-        self._spawn("slurmctld", ["slurmctld", "-D", "-f", self.slurm_conf])
+        self.spawn_controller()
         self._wait_ping(timeout)
-
-    def _ping_up(self) -> bool:
-        res = self.run(["scontrol", "ping"], timeout=15.0)
-        return res.returncode == 0 and " is UP" in res.stdout
 
     def _wait_ping(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while True:
             self._check_alive(["slurmctld"])
-            if self._ping_up():
+            if self.ping():
                 return
             if time.monotonic() > deadline:
                 raise SlurmLabError(f"slurmctld not answering ping after {timeout}s\n{self.log('slurmctld')}")
@@ -885,12 +911,6 @@ class SlurmLab:
             stop_pids(pids, timeout=3.0)
 
 
-def _prepare_and_setup(lab: SlurmLab) -> None:
-    lab._prepare()
-    lab._backend.setup()
-    lab._render()
-
-
 def check_rejected(
     conf_files: Mapping[str, str],
     flavor: Flavor,
@@ -905,23 +925,20 @@ def check_rejected(
     rc not in {0, 124} means Slurm rejected the config.
     """
     lab = SlurmLab(conf_files, flavor, workdir)
-    lab._started = True
-    atexit.register(lab.stop)
     try:
-        _prepare_and_setup(lab)
-        lab._start_munged()
-        proc = lab._spawn("slurmctld", ["slurmctld", "-D", "-f", lab.slurm_conf])
+        lab.setup()
+        proc = lab.spawn_controller()
         deadline = time.monotonic() + timeout
         rc: int | None = None
         while time.monotonic() < deadline:
-            rc = proc.popen.poll()
+            rc = proc.exit_code()
             if rc is not None:
                 break
-            if lab._ping_up():
+            if lab.ping():
                 # Config parsing and plugin setup finish before the RPC port
                 # opens; give late errors a moment anyway.
                 time.sleep(0.5)
-                rc = proc.popen.poll()
+                rc = proc.exit_code()
                 break
             time.sleep(0.05)
         if rc is None:
