@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from slonk_infra.capacity import (
+from slonk_infra.catalog import load_catalog
+from slonk_infra.plan.capacity import (
     MUNGED,
     Request,
     fits,
@@ -18,7 +19,6 @@ from slonk_infra.capacity import (
     parse_quantity_m,
     parse_quantity_mib,
 )
-from slonk_infra.catalog import load_catalog
 
 CATALOG = load_catalog()
 STORAGE = {"gcp": ["filestore"], "aws": ["efs", "fsx-lustre"], "local": []}

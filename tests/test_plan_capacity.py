@@ -1,8 +1,10 @@
 """Capacity math pinned for known machines: CoreSpecCount, RealMemory and DefMemPerCPU.
 
-Every expected figure below was worked out by hand from the formulas documented in
-:mod:`slonk_infra.plan.capacity` (GKE's node reservations plus eviction and DaemonSet headroom), not
-copied from the code's output; the arithmetic is in the comments.
+Every expected figure below was worked out by hand from the catalog's node models
+(``data/nodes.yaml``: each cloud's documented reservation formula applied to MemTotal, the
+eviction threshold, the nominal-to-MemTotal gap) and system pod requests (``data/daemonsets.yaml``),
+not copied from the code's output; the arithmetic is in the comments. No shared filesystem's CSI
+pods are counted (storage kinds empty) unless a row says so.
 """
 
 from __future__ import annotations
@@ -12,49 +14,55 @@ from typing import NamedTuple
 import pytest
 
 from slonk_infra.catalog import load_catalog
-from slonk_infra.plan import def_mem_per_cpu, kube_reserved_memory_mib, kube_reserved_millicores, node_shape
+from slonk_infra.plan import MUNGED, def_mem_per_cpu, node_budget, node_shape
 
 
 class Expected(NamedTuple):
-    reserved_mib: int
-    reserved_millicores: int
+    allocatable_mib: int
+    daemonset_mib: int
     core_spec: int
     real_memory_mib: int
     cpus: int
     def_mem_per_cpu: int
 
 
-# Memory tiers: 25% of 4096 = 1024; 20% of 4096 = 819.2; 10% of 8192 = 819.2; 6% of 114688 = 6881.28;
-# so a node above 128 GiB (131072 MiB) reserves 9543.68 MiB + 2% of the rest; then +100 eviction and
-# DaemonSets min(2048, MiB/20). CPU: 60 + 10 + 5x2 + 2.5 per vCPU above 4 (millicores), + 250 per 16 vCPUs
-# (max 2000); CoreSpecCount = ceil(that / (1000 x threads per core)), at most cores - 1.
+# GKE memory tiers on capacity: 25% of 4096 = 1024; 20% of 4096 = 819.2; 10% of 8192 = 819.2;
+# 6% of 114688 = 6881.28; 2% above 131072 MiB. EKS: 11 x maxPods + 255, maxPods = max(ENI formula,
+# managed node group cap 110 below 30 vCPUs / 250). Both clouds: eviction 100 MiB; CPU reserved
+# 60 + 10 + 5 x 2 + 2.5 per core above 4 (millicores). munged requests 50m / 64 Mi in every pod.
+# GKE system pods on every node: 875m / 1830 Mi; + GPU device plugin 50m / 100 Mi; + TCPXO
+# installer and NRI injector 300m; + TPU device plugin 100m / 200 Mi. EKS: 385m / 680 Mi; + NVIDIA
+# plugin 50m / 100 Mi; + EFA plugin 10m / 20 Mi; + EFS CSI node 30m / 120 Mi.
 TABLE: dict[str, Expected] = {
-    # 208 vCPU (2x52 cores x2), 1872 GiB = 1916928 MiB.
-    # mem: 9543.68 + 0.02 x 1785856 = 45260.8 -> 45261 + 100 + 2048 = 47409; 1916928 - 47409 = 1869519.
-    # cpu: 80 + 2.5 x 204 = 590, + min(2000, 250 x 13) = 2590m -> ceil(2590 / 2000) = 2 cores; (104 - 2) x 2 = 204.
-    # DefMemPerCPU: 1869519 // 204 = 9164.
-    "a3-megagpu-8g": Expected(47409, 2590, 2, 1869519, 204, 9164),
-    "a3-highgpu-8g": Expected(47409, 2590, 2, 1869519, 204, 9164),
-    # 192 vCPU (2x48x2), 2048 GiB = 2097152 MiB.
-    # mem: 9543.68 + 0.02 x 1966080 = 48865.28 -> 48866 + 100 + 2048 = 51014; 2097152 - 51014 = 2046138.
-    # cpu: 80 + 2.5 x 188 = 550, + 2000 = 2550m -> 2 cores; (96 - 2) x 2 = 188. 2046138 // 188 = 10883.
-    "p5.48xlarge": Expected(51014, 2550, 2, 2046138, 188, 10883),
-    # 4 vCPU (1x2x2), 32 GiB = 32768 MiB.
-    # mem: 2662.4 + 0.06 x 16384 = 3645.44 -> 3646 + 100 + 32768/20 = 1638 -> 5384; 32768 - 5384 = 27384.
-    # cpu: 80 + 0 + 250 = 330m -> ceil(330 / 2000) = 1 core; (2 - 1) x 2 = 2. 27384 // 2 = 13692.
-    "g6e.xlarge": Expected(5384, 330, 1, 27384, 2, 13692),
-    # TPU v5p host: 208 vCPU (2x52x2), 448 GiB = 458752 MiB.
-    # mem: 9543.68 + 0.02 x 327680 = 16097.28 -> 16098 + 100 + 2048 = 18246; 458752 - 18246 = 440506.
-    # cpu: as a3 (208 vCPU) -> 2 cores, 204 CPUs. 440506 // 204 = 2159.
-    "ct5p-hightpu-4t": Expected(18246, 2590, 2, 440506, 204, 2159),
-    # 16 vCPU (1x8x2), 64 GiB = 65536 MiB.
-    # mem: 2662.4 + 0.06 x 49152 = 5611.52 -> 5612 + 100 + 2048 = 7760; 65536 - 7760 = 57776.
-    # cpu: 80 + 2.5 x 12 = 110, + 250 = 360m -> 1 core; (8 - 1) x 2 = 14. 57776 // 14 = 4126.
-    "n2-standard-16": Expected(7760, 360, 1, 57776, 14, 4126),
-    # Local shape: 2 vCPU (1x2x1), 4 GiB = 4096 MiB.
-    # mem: 0.25 x 4096 = 1024 + 100 + 4096/20 = 204 -> 1328; 4096 - 1328 = 2768.
-    # cpu: 60 + 10 + 250 = 320m -> ceil(320 / 1000) = 1 core (= cores - 1, the most it may be); 1 CPU left.
-    "local-2c4g": Expected(1328, 320, 1, 2768, 1, 2768),
+    # 1872 GiB = 1916928 MiB; gap 3% -> capacity floor(1859420.16) = 1859420.
+    # reserved 9543.68 + 0.02 x (1859420 - 131072) = 44110.64 -> 44111; allocatable 1859420 - 44111 - 100 = 1815209.
+    # system pods 875 + 50 + 300 = 1225m, 1830 + 100 = 1930 Mi; RealMemory 1815209 - 1930 - 64 = 1813215.
+    # CPU 208000 - (80 + 2.5 x 204 = 590) = 207410 - 1225 - 50 = 206135 -> 103 of 104 cores; 206 CPUs.
+    # DefMemPerCPU 1813215 // 206 = 8802.
+    "a3-megagpu-8g": Expected(1815209, 1930, 1, 1813215, 206, 8802),
+    # 2048 GiB = 2097152 MiB; measured gap 0.0235 + margin 0.01 -> capacity floor(2026897.4) = 2026897.
+    # maxPods max(250, 100) = 250 -> 3005; allocatable 2026897 - 3005 - 100 = 2023792.
+    # system pods 385 + 50 + 10 = 445m, 680 + 100 + 20 = 800 Mi; RealMemory 2023792 - 800 - 64 = 2022928.
+    # CPU 192000 - 550 = 191450 - 445 - 50 = 190955 -> 95 of 96 cores; 190 CPUs. 2022928 // 190 = 10646.
+    "p5.48xlarge": Expected(2023792, 800, 1, 2022928, 190, 10646),
+    # 32 GiB = 32768 MiB; no measured gap: 7.5% -> floor(30310.4) = 30310.
+    # maxPods max(110, 58) = 110 -> 1465; allocatable 30310 - 1465 - 100 = 28745.
+    # system pods 385 + 50 = 435m, 680 + 100 = 780 Mi (no EFA on g6e.xlarge); RealMemory 28745 - 780 - 64 = 27901.
+    # CPU 4000 - 80 = 3920 - 435 - 50 = 3435 -> 1 of 2 cores; 2 CPUs. 27901 // 2 = 13950.
+    "g6e.xlarge": Expected(28745, 780, 1, 27901, 2, 13950),
+    # TPU v5p host: 448 GiB = 458752 MiB; 3% -> floor(444989.44) = 444989.
+    # reserved 9543.68 + 0.02 x 313917 = 15822.02 -> 15823; allocatable 444989 - 15823 - 100 = 429066.
+    # system pods 875 + 100 = 975m, 1830 + 200 = 2030 Mi; RealMemory 429066 - 2030 - 64 = 426972.
+    # CPU 207410 - 975 - 50 = 206385 -> 103 cores; 206 CPUs. 426972 // 206 = 2072.
+    "ct5p-hightpu-4t": Expected(429066, 2030, 1, 426972, 206, 2072),
+    # 64 GiB = 65536 MiB; 3% -> floor(63569.92) = 63569.
+    # reserved 2662.4 + 0.06 x (63569 - 16384) = 5493.5 -> 5494; allocatable 63569 - 5494 - 100 = 57975.
+    # RealMemory 57975 - 1830 - 64 = 56081. CPU 16000 - 110 = 15890 - 875 - 50 = 14965 -> 7 of 8 cores.
+    # 56081 // 14 = 4005.
+    "n2-standard-16": Expected(57975, 1830, 1, 56081, 14, 4005),
+    # Local shape: 4096 MiB, no reservation, no gap: allocatable 4096 - 100 = 3996; RealMemory 3996 - 64 = 3932.
+    # CPU 2000 - 50 = 1950 -> 1 of 2 cores; 1 CPU. 3932 // 1 = 3932.
+    "local-2c4g": Expected(3996, 0, 1, 3932, 1, 3932),
 }
 
 
@@ -62,13 +70,21 @@ TABLE: dict[str, Expected] = {
 def test_node_shape_of_known_machines(name: str) -> None:
     machine = load_catalog().machines[name]
     want = TABLE[name]
+    budget = node_budget(machine)
     shape = node_shape(machine)
-    assert kube_reserved_memory_mib(machine.memory_gib * 1024) == want.reserved_mib
-    assert kube_reserved_millicores(machine.vcpus) == want.reserved_millicores
+    assert budget.allocatable.memory_mib == want.allocatable_mib
+    assert budget.daemonsets.memory_mib == want.daemonset_mib
     assert shape.core_spec == want.core_spec
-    assert shape.real_memory_mib == want.real_memory_mib == machine.memory_gib * 1024 - want.reserved_mib
+    assert shape.real_memory_mib == want.real_memory_mib
+    assert want.real_memory_mib == want.allocatable_mib - want.daemonset_mib - MUNGED.memory_mib
     assert shape.cpus == want.cpus
     assert shape.mem_per_cpu_mib == want.def_mem_per_cpu
+
+
+def test_shared_filesystem_csi_pods_come_off_real_memory() -> None:
+    # EFS's CSI node pod (120 Mi) runs on every node of a cluster that mounts EFS.
+    p5 = load_catalog().machines["p5.48xlarge"]
+    assert node_shape(p5, ["efs"]).real_memory_mib == TABLE["p5.48xlarge"].real_memory_mib - 120
 
 
 def test_the_table_covers_every_kind_of_machine() -> None:
@@ -80,7 +96,7 @@ def test_the_table_covers_every_kind_of_machine() -> None:
 def test_def_mem_per_cpu_is_the_leanest_member() -> None:
     cat = load_catalog().machines
     shapes = [node_shape(cat[n]) for n in ("a3-megagpu-8g", "ct5p-hightpu-4t", "n2-standard-16")]
-    assert def_mem_per_cpu(shapes) == 2159
+    assert def_mem_per_cpu(shapes) == 2072
     assert def_mem_per_cpu([]) is None
 
 
@@ -90,15 +106,3 @@ def test_core_spec_always_leaves_a_core_to_jobs() -> None:
         assert 1 <= shape.core_spec <= machine.sockets * machine.cores_per_socket - 1
         assert 0 < shape.real_memory_mib < machine.memory_gib * 1024
         assert shape.cpus >= 1
-
-
-@pytest.mark.parametrize(
-    ("memory_mib", "reserved"),
-    [
-        (4096, 1024 + 100 + 204),  # all of it in the first tier
-        (8192, 1024 + 820 + 100 + 409),  # 819.2 -> the sum is rounded up once
-        (131072, 9544 + 100 + 2048),  # exactly the end of the 6% tier; DaemonSets capped at 2 GiB
-    ],
-)
-def test_memory_tier_boundaries(memory_mib: int, reserved: int) -> None:
-    assert kube_reserved_memory_mib(memory_mib) == reserved

@@ -4,8 +4,9 @@
 :class:`ClusterPlan`, or raises :class:`~slonk_infra.errors.DeclarationError` listing every problem
 with its field path. Nothing downstream re-derives a name, a count or a machine figure.
 
-* :mod:`~slonk_infra.plan.capacity`: what a node gives Slurm after Kubernetes' share (RealMemory,
-  CoreSpecCount, DefMemPerCPU);
+* :mod:`~slonk_infra.plan.capacity`: what a node gives Slurm after Kubernetes' share, per the
+  cloud's documented node model and the system pods every node runs (RealMemory, CoreSpecCount,
+  DefMemPerCPU, the worker pod's requests);
 * :mod:`~slonk_infra.plan.model`: worker groups, partitions, the cluster plan;
 * :mod:`~slonk_infra.plan.resolve`: declaration + catalog -> plan;
 * :mod:`~slonk_infra.plan.checks`: the problems collected on the way.
@@ -13,10 +14,13 @@ with its field path. Nothing downstream re-derives a name, a count or a machine 
 
 from slonk_infra.kube.names import POOL_LABEL
 from slonk_infra.plan.capacity import (
+    MUNGED,
+    NodeBudget,
     NodeShape,
+    Request,
     def_mem_per_cpu,
-    kube_reserved_memory_mib,
-    kube_reserved_millicores,
+    fits,
+    node_budget,
     node_shape,
 )
 from slonk_infra.plan.checks import STORAGE_CAPACITY, STORAGE_CLOUDS, STORAGE_TIERS, Problems
@@ -25,20 +29,23 @@ from slonk_infra.plan.resolve import GPU_TAINT, TPU_TAINT, build_plan, default_p
 
 __all__ = [
     "GPU_TAINT",
+    "MUNGED",
     "POOL_LABEL",
     "STORAGE_CAPACITY",
     "STORAGE_CLOUDS",
     "STORAGE_TIERS",
     "TPU_TAINT",
     "ClusterPlan",
+    "NodeBudget",
     "NodeShape",
     "Partition",
     "Problems",
+    "Request",
     "WorkerGroup",
     "build_plan",
     "def_mem_per_cpu",
     "default_partitions",
-    "kube_reserved_memory_mib",
-    "kube_reserved_millicores",
+    "fits",
+    "node_budget",
     "node_shape",
 ]

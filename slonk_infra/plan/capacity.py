@@ -1,19 +1,15 @@
-"""Capacity math: what one node of a machine type gives Slurm once Kubernetes has taken its share.
+"""Capacity math: what one worker pod may request on its node, and what Slurm may promise jobs there.
 
-Kubernetes keeps part of every node for the kubelet, the container runtime, eviction headroom and the
-DaemonSets every node runs (device plugin, CSI, logging). Slurm must not promise jobs what the worker
-pod cannot get, so RealMemory and the schedulable cores are the VM's minus that share:
-
-* memory: GKE's published reservation formula (the larger of the two clouds' defaults, so one figure
-  is safe on both): 25% of the first 4 GiB, 20% of the next 4 GiB, 10% of the next 8 GiB, 6% of the
-  next 112 GiB and 2% of the rest; plus 100 MiB eviction threshold; plus DaemonSet headroom of 5% of
-  the node, at most 2 GiB. RealMemory = node memory - all of that.
-* CPU: GKE's formula, 6% of the first core, 1% of the next, 0.5% of the next 2 and 0.25% of the rest
-  (in millicores: 60 + 10 + 5 x 2 + 2.5 per core above 4), plus 250m per 16 vCPUs (at most 2000m)
-  for DaemonSets, rounded up to whole cores and handed to Slurm as CoreSpecCount, Slurm's own
-  mechanism for cores it must not schedule (at least one core is always left to jobs).
-* DefMemPerCPU of a partition: the leanest member node's RealMemory per schedulable CPU, so a job
-  that names no memory never takes a whole node's memory.
+The cloud's node model (:mod:`slonk_infra.catalog_nodes`, figures and sources in
+``data/nodes.yaml``) gives the node's allocatable CPU and memory: capacity (the kernel's MemTotal,
+below the nominal size) minus the kubelet reservation and the eviction threshold. The system pods
+every node runs (``data/daemonsets.yaml``: device plugins, CSI nodes, logging, the fabric
+installers) take their requests from that, and the worker pod's own sidecars take theirs from
+the pod's share. What is left is slurmd's container request, and Slurm's ``RealMemory`` is exactly
+that: a job can never be promised memory the pod cannot get. CPUs go to Slurm in whole cores; the
+cores the node keeps are Slurm's ``CoreSpecCount``. A partition's ``DefMemPerCPU`` is the leanest
+member node's RealMemory per schedulable CPU, so a job that names no memory never takes a whole
+node's memory.
 """
 
 from __future__ import annotations
@@ -22,42 +18,38 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from slonk_infra.catalog import MachineType
+from slonk_infra.catalog import Catalog, MachineType, load_catalog
 
-MIB_PER_GIB = 1024
-EVICTION_MIB = 100
-DAEMONSET_MEMORY_SHARE = 20  # one twentieth (5%) of the node
-DAEMONSET_MEMORY_MAX_MIB = 2048
-# (MiB in the tier, share reserved): GKE's node memory reservation.
-MEMORY_TIERS: tuple[tuple[float, float], ...] = (
-    (4096, 0.25),
-    (4096, 0.20),
-    (8192, 0.10),
-    (114688, 0.06),
-    (math.inf, 0.02),
-)
-DAEMONSET_MILLICORES_PER_16_VCPUS = 250
-DAEMONSET_MILLICORES_MAX = 2000
+
+@dataclass(frozen=True)
+class Request:
+    """A CPU and memory request (a container, a DaemonSet pod, a sum of them)."""
+
+    cpu_m: int
+    memory_mib: int
+
+
+# munged, the worker pod's native sidecar (its requests in the Slurm layer's pod spec).
+MUNGED = Request(cpu_m=50, memory_mib=64)
 
 
 @dataclass(frozen=True)
 class NodeShape:
-    """What one worker node gives Slurm and asks of Kubernetes after the node's own reservations."""
+    """What one worker node gives Slurm, and what slurmd's container requests from Kubernetes.
+
+    Slurm schedules ``(cores - core_spec) * threads_per_core`` CPUs and ``real_memory_mib``; the
+    slurmd container requests exactly that, so the pod fits wherever the node model says it does.
+    """
 
     sockets: int
-    """Slurm ``Sockets``."""
     cores_per_socket: int
-    """Slurm ``CoresPerSocket``."""
     threads_per_core: int
-    """Slurm ``ThreadsPerCore``."""
     core_spec: int
-    """Slurm ``CoreSpecCount``: whole cores kept for Kubernetes, never given to jobs."""
     real_memory_mib: int
-    """Slurm ``RealMemory``, and the worker pod's memory request."""
 
     @property
     def cpus(self) -> int:
-        """Schedulable CPUs (hardware threads) after core specialization; the worker pod's CPU request."""
+        """Schedulable CPUs (hardware threads) after core specialization; slurmd's CPU request."""
         return (self.sockets * self.cores_per_socket - self.core_spec) * self.threads_per_core
 
     @property
@@ -66,41 +58,98 @@ class NodeShape:
         return self.real_memory_mib // self.cpus
 
 
-def kube_reserved_memory_mib(memory_mib: int) -> int:
-    """Memory Kubernetes keeps on a node of ``memory_mib`` (GKE formula + eviction + DaemonSets)."""
-    left, reserved = float(memory_mib), 0.0
-    for size, share in MEMORY_TIERS:
-        take = min(left, size)
-        reserved += take * share
-        left -= take
-        if left <= 0:
-            break
-    daemonsets = min(DAEMONSET_MEMORY_MAX_MIB, memory_mib // DAEMONSET_MEMORY_SHARE)
-    return math.ceil(reserved) + EVICTION_MIB + daemonsets
+@dataclass(frozen=True)
+class NodeBudget:
+    """How one node's allocatable resources divide between system pods, the worker's sidecars and slurmd."""
+
+    machine: MachineType
+    capacity_mib: int
+    allocatable: Request
+    daemonsets: Request
+    sidecars: Request
+
+    @property
+    def pod(self) -> Request:
+        """What the worker pod as a whole may request: allocatable minus the system pods."""
+        return Request(
+            self.allocatable.cpu_m - self.daemonsets.cpu_m, self.allocatable.memory_mib - self.daemonsets.memory_mib
+        )
+
+    @property
+    def slurmd(self) -> Request:
+        """What slurmd's container may request: the pod's share minus its sidecars."""
+        return Request(self.pod.cpu_m - self.sidecars.cpu_m, self.pod.memory_mib - self.sidecars.memory_mib)
+
+    @property
+    def shape(self) -> NodeShape:
+        """Slurm's view of the node: whole cores slurmd's request covers, and its memory."""
+        m = self.machine
+        cores = m.sockets * m.cores_per_socket
+        usable = max(0, min(cores, self.slurmd.cpu_m // (1000 * m.threads_per_core)))
+        if usable < 1 or self.slurmd.memory_mib < 1:
+            raise ValueError(
+                f"{m.name}: nothing left for slurmd after the system pods and sidecars "
+                f"(allocatable {self.allocatable}, system pods {self.daemonsets}, sidecars {self.sidecars})"
+            )
+        return NodeShape(
+            sockets=m.sockets,
+            cores_per_socket=m.cores_per_socket,
+            threads_per_core=m.threads_per_core,
+            core_spec=cores - usable,
+            real_memory_mib=self.slurmd.memory_mib,
+        )
 
 
-def kube_reserved_millicores(vcpus: int) -> int:
-    """CPU Kubernetes keeps on a node (GKE formula) plus 250m per 16 vCPUs for DaemonSets (max 2000m)."""
-    reserved = 60.0 + (10 if vcpus > 1 else 0) + 5 * min(max(vcpus - 2, 0), 2) + 2.5 * max(vcpus - 4, 0)
-    daemonsets = min(DAEMONSET_MILLICORES_MAX, DAEMONSET_MILLICORES_PER_16_VCPUS * math.ceil(vcpus / 16))
-    return math.ceil(reserved) + daemonsets
-
-
-def node_shape(machine: MachineType) -> NodeShape:
-    """Slurm's view of one node of ``machine`` once Kubernetes has taken its share."""
-    cores = machine.sockets * machine.cores_per_socket
-    core_ms = 1000 * machine.threads_per_core
-    spec = min(cores - 1, math.ceil(kube_reserved_millicores(machine.vcpus) / core_ms))
-    memory = machine.memory_gib * MIB_PER_GIB
-    return NodeShape(
-        sockets=machine.sockets,
-        cores_per_socket=machine.cores_per_socket,
-        threads_per_core=machine.threads_per_core,
-        core_spec=spec,
-        real_memory_mib=memory - kube_reserved_memory_mib(memory),
+def node_budget(
+    machine: MachineType,
+    storage_kinds: Iterable[str] = (),
+    sidecars: Iterable[Request] = (MUNGED,),
+    catalog: Catalog | None = None,
+) -> NodeBudget:
+    """The budget of one node of ``machine`` in a cluster with shared filesystems of ``storage_kinds``."""
+    cat = catalog or load_catalog()
+    model = cat.node_model(machine)
+    ds = cat.daemonset_reservation(machine, frozenset(storage_kinds))
+    extra = list(sidecars)
+    return NodeBudget(
+        machine=machine,
+        capacity_mib=model.capacity_mib(machine),
+        allocatable=Request(model.allocatable_cpu_m(machine), model.allocatable_memory_mib(machine)),
+        daemonsets=Request(ds.cpu_m, ds.memory_mib),
+        sidecars=Request(sum(s.cpu_m for s in extra), sum(s.memory_mib for s in extra)),
     )
+
+
+def node_shape(machine: MachineType, storage_kinds: Iterable[str] = (), catalog: Catalog | None = None) -> NodeShape:
+    """Slurm's view of one node of ``machine`` once Kubernetes, the system pods and munged have taken their share."""
+    return node_budget(machine, storage_kinds, catalog=catalog).shape
 
 
 def def_mem_per_cpu(shapes: Iterable[NodeShape]) -> int | None:
     """A partition's DefMemPerCPU: the leanest member node's memory per CPU; None for no members."""
     return min((s.mem_per_cpu_mib for s in shapes), default=None)
+
+
+def fits(budget: NodeBudget, slurmd: Request) -> bool:
+    """Whether a worker pod whose slurmd container requests ``slurmd`` fits beside the node's system pods."""
+    pod = Request(slurmd.cpu_m + budget.sidecars.cpu_m, slurmd.memory_mib + budget.sidecars.memory_mib)
+    return (
+        pod.cpu_m + budget.daemonsets.cpu_m <= budget.allocatable.cpu_m
+        and pod.memory_mib + budget.daemonsets.memory_mib <= budget.allocatable.memory_mib
+    )
+
+
+def parse_quantity_mib(value: str) -> int:
+    """A Kubernetes memory quantity (``512Mi``, ``2Gi``, ``1048576Ki``, bytes) in MiB, rounded up."""
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
+    for suffix, factor in units.items():
+        if value.endswith(suffix):
+            return math.ceil(float(value[: -len(suffix)]) * factor)
+    return math.ceil(int(value) / (1024 * 1024))
+
+
+def parse_quantity_m(value: str) -> int:
+    """A Kubernetes CPU quantity (``250m``, ``2``, ``0.5``) in millicores."""
+    if value.endswith("m"):
+        return int(value[:-1])
+    return round(float(value) * 1000)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from slonk_infra import naming
-from slonk_infra.catalog import MachineType
+from slonk_infra.catalog import MachineType, load_catalog
 from slonk_infra.declaration import ClusterDeclaration, Reservation, Taint
 from slonk_infra.kube.names import GPU_RESOURCE, POOL_LABEL, TPU_RESOURCE, TPU_TOPOLOGY_LABEL
-from slonk_infra.plan.capacity import NodeShape, node_shape
+from slonk_infra.plan.capacity import NodeBudget, NodeShape, node_budget
 from slonk_infra.slurm_versions import SlurmVersion
 
 
@@ -48,6 +48,8 @@ class WorkerGroup:
     """TPU slice topology (2x2x4...), TPU slices only."""
     slice_index: int | None = None
     """Index of this slice within its declaration, TPU slices only."""
+    storage_kinds: frozenset[str] = frozenset()
+    """Kinds of the cluster's shared filesystems (their CSI node pods run on every node)."""
 
     @property
     def node_names(self) -> list[str]:
@@ -60,9 +62,14 @@ class WorkerGroup:
         return naming.node_hostlist(self.name, self.slurm_nodes)
 
     @property
+    def budget(self) -> NodeBudget:
+        """How one node's allocatable CPU and memory divide between system pods, sidecars and slurmd."""
+        return node_budget(self.machine, self.storage_kinds)
+
+    @property
     def shape(self) -> NodeShape:
-        """CPU / memory Slurm may schedule on one node."""
-        return node_shape(self.machine)
+        """CPU / memory Slurm may schedule on one node (and slurmd's container requests)."""
+        return self.budget.shape
 
     @property
     def gres_name(self) -> str | None:
@@ -154,6 +161,17 @@ class ClusterPlan:
     def namespace(self) -> str:
         """Kubernetes namespace of the Slurm objects."""
         return self.declaration.kubernetes.namespace
+
+    @property
+    def claim_storage_class(self) -> str | None:
+        """StorageClass of the layer's single-writer claims (controller state, in-cluster NFS export).
+
+        The declaration's ``controller.storageClass``, else the cloud's from the catalog
+        (``storage.yaml``: GKE's standard-rwo, EKS's slonk-gp3 the adapter creates); None on a local
+        cluster, whose default class serves the claim.
+        """
+        declared = self.declaration.controller.storage_class
+        return declared or load_catalog().storage.block_classes[self.declaration.cloud].name
 
     def group(self, name: str) -> WorkerGroup:
         """The worker group called ``name``."""
