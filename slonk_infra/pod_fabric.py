@@ -24,8 +24,9 @@ Obj = dict[str, Any]
 DEFAULT_INTERFACE = "networking.gke.io/default-interface"
 INTERFACES = "networking.gke.io/interfaces"
 DEVICES = "devices.gke.io/container."
-# Variables a job task must see (the Slurm layer exports them to every task on the node); the
-# fabric's own env script adds the NCCL settings its plugin release wants.
+# A job's tasks inherit the submitter's environment, not slurmd's: slurmd.sh writes the variables
+# named in SLONK_TASK_ENV (and what the fabric's env script sets) where the Slurm TaskProlog hands
+# them to every task on the node.
 TASK_ENV = "SLONK_TASK_ENV"
 TASK_ENV_SCRIPT = "SLONK_TASK_ENV_SCRIPT"
 # A pod-spec env entry replaces the image's own value, and CUDA images put the driver libraries on
@@ -53,8 +54,8 @@ class FabricPodParts:
 
     @property
     def task_env_names(self) -> list[str]:
-        """Names of the env entries that jobs' tasks must also see."""
-        return [e["name"] for e in self.env if e["name"] not in (TASK_ENV, TASK_ENV_SCRIPT)]
+        """Names of the env entries that jobs' tasks must also see (the env script's path is not one)."""
+        return [e["name"] for e in self.env if e["name"] != TASK_ENV_SCRIPT]
 
 
 def _volume_name(host: str) -> str:
@@ -104,7 +105,6 @@ def fabric_pod_parts(machine: MachineType, catalog: Catalog | None = None) -> Fa
     env = [{"name": k, "value": v} for k, v in sorted(values.items())]
     if workload.env_script:
         env.append({"name": TASK_ENV_SCRIPT, "value": workload.env_script})
-    env.append({"name": TASK_ENV, "value": ",".join(sorted(workload.env))})
     resources: dict[str, str] = {}
     if fabric.resource is not None:
         resources[fabric.resource] = str(min(machine.network_cards, machine.efa_interfaces))

@@ -10,6 +10,7 @@ import copy
 import re
 from typing import Any
 
+from slonk_infra.catalog import load_catalog
 from slonk_infra.render import ProgramRun, run_program
 from slonk_infra.stacks import CONFIG_KEY, load_declaration
 
@@ -18,6 +19,13 @@ ALLOWED_MANIFEST_DIFFERENCES = {
     "spec.template.spec.containers[*].resources.requests.cpu": "machine-derived CPUs",
     "spec.template.spec.containers[*].resources.requests.memory": "machine-derived memory",
     "spec.csi": "storage source (Filestore vs EFS CSI volume)",
+    "spec.storageClassName": "each cloud's block StorageClass for slurmctld's state (standard-rwo vs slonk-gp3)",
+    "spec.template.spec.containers[*].env": "the fabric's NCCL / EFA environment (TCPXO vs EFA)",
+    "spec.template.spec.containers[*].resources.requests.vpc.amazonaws.com/efa": "EFA interfaces (EKS only)",
+    "spec.template.spec.containers[*].resources.limits.vpc.amazonaws.com/efa": "EFA interfaces (EKS only)",
+    "spec.template.spec.containers[*].volumeMounts": "the fabric's host libraries (TCPXO on GKE)",
+    "spec.template.spec.volumes": "the fabric's host paths (TCPXO on GKE)",
+    "spec.template.metadata.annotations": "GKE multi-network interfaces and TCPXO devices",
     "metadata.annotations.slonk.dev/node-topology-labels": "each cloud's physical-topology node labels",
     "data.slurm.conf": "compared separately, line by line, below",
     "spec.template.metadata.annotations.slonk.dev/config-hash": "hash of slurm.conf, whose machine sizes differ",
@@ -62,6 +70,17 @@ def diff(a: Any, b: Any, path: str = "") -> list[str]:
     return [] if a == b else [path]
 
 
+def without_fabric_daemon(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object without a GPU fabric's own daemon container (GKE's TCPXO sidecar), compared apart."""
+    spec = obj.get("spec", {}).get("template", {}).get("spec")
+    if not spec:
+        return obj
+    daemons = {f.sidecar.name for f in load_catalog().fabrics.values() if f.sidecar}
+    out = copy.deepcopy(obj)
+    out["spec"]["template"]["spec"]["containers"] = [c for c in spec["containers"] if c["name"] not in daemons]
+    return out
+
+
 def normalize_slurm(text: str) -> str:
     text = re.sub(rf"\b({'|'.join(MACHINE_KEYS)})=\d+", r"\1=<machine>", text)
     return re.sub(r"\b(gcp|aws)\b", "<cloud>", text)
@@ -76,9 +95,11 @@ def test_gcp_and_aws_give_the_same_slurm_cluster(capsys: Any) -> None:
     assert gcp_files.keys() == aws_files.keys()
     for name in gcp_files:
         assert normalize_slurm(gcp_files[name]) == normalize_slurm(aws_files[name]), name
+    gcp_objs = {(o["kind"], o["metadata"]["name"]): without_fabric_daemon(o) for o in gcp.kubernetes_objects()}
+    aws_objs = {(o["kind"], o["metadata"]["name"]): without_fabric_daemon(o) for o in aws.kubernetes_objects()}
     # StorageClasses belong to the cloud layer: EKS needs one created, GKE ships standard-rwo.
-    gcp_objs = {(o["kind"], o["metadata"]["name"]): o for o in gcp.kubernetes_objects() if o["kind"] != "StorageClass"}
-    aws_objs = {(o["kind"], o["metadata"]["name"]): o for o in aws.kubernetes_objects() if o["kind"] != "StorageClass"}
+    gcp_objs = {k: o for k, o in gcp_objs.items() if k[0] != "StorageClass"}
+    aws_objs = {k: o for k, o in aws_objs.items() if k[0] != "StorageClass"}
     assert gcp_objs.keys() == aws_objs.keys()
     seen: set[str] = set()
     for key, obj in gcp_objs.items():

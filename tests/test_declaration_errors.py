@@ -140,7 +140,7 @@ CASES: list[tuple[str, Raw, str, list[str]]] = [
         "Filestore capacity below the minimum",
         edit(gcp, lambda r: r["storage"][0].update(capacityGib=100)),
         "storage[0].capacityGib",
-        ["100 GiB is outside what filestore accepts: 1024..102400"],
+        ["100 GiB is not a Filestore ZONAL size: 1024..9984 GiB in steps of 256", "nearest: 1024 GiB"],
     ),
     (
         "image reference not parseable",

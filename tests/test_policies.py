@@ -25,6 +25,7 @@ from pulumi_policy import (
 )
 
 import slonk_infra.render
+from slonk_infra.catalog import load_catalog
 from slonk_infra.cli import main
 from slonk_infra.offline import UNKNOWN, Registration
 from slonk_infra.policy import ALL_POLICIES, PolicyConfig, PolicyConfigError, load_policy_config
@@ -158,9 +159,12 @@ def workload(
 
 
 def set_images(inputs: dict[str, Any], image: str) -> None:
+    """Every Slurm container of a pod template on ``image`` (a GPU fabric's own daemon keeps its image)."""
     spec = inputs["spec"]["template"]["spec"]
+    sidecars = {f.sidecar.name for f in load_catalog().fabrics.values() if f.sidecar}
     for c in spec["containers"] + spec.get("initContainers", []):
-        c["image"] = image
+        if c["name"] not in sidecars:
+            c["image"] = image
 
 
 # ---------------------------------------------------------------------------------- shipped stacks
@@ -648,7 +652,7 @@ def test_config_all_sets_every_level_and_schema_defaults_apply() -> None:
 
 def test_every_policy_is_documented_and_explains_the_fix() -> None:
     docs = (REPO / "docs" / "policies.md").read_text()
-    assert len({p.name for p in ALL_POLICIES}) == len(ALL_POLICIES) == 10
+    assert len({p.name for p in ALL_POLICIES}) == len(ALL_POLICIES) == 11
     for policy in ALL_POLICIES:
         assert policy.description and policy.remediation_steps and policy.enforcement_level
         assert f"`{policy.name}`" in docs

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from slonk_infra.plan import ClusterPlan
 
 STORAGE = StorageRules(kinds=KUBERNETES_STORAGE)
+# Why a local cluster cannot honour an explicit compactPlacement: true (see rules.dropped_placement).
+DROPPED_PLACEMENT = {"any": "a local cluster's nodes are already where they are"}
 
 
 class LocalRules:
@@ -41,7 +43,7 @@ class LocalRules:
                 out.append(Problem(block, "given but cloud is local"))
         if d.kubernetes.create:
             out.append(Problem("kubernetes.create", "a local stack uses an existing cluster; set create: false"))
-        out += dropped_placement(d, {"any": "a local cluster's nodes are already where they are"})
+        out += dropped_placement(d, DROPPED_PLACEMENT)
         return out
 
     def deploy(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None) -> CloudComponent:

@@ -17,6 +17,7 @@ from slonk_infra.kube.pod import (
     shared_mounts,
     slurm_pod_spec,
 )
+from slonk_infra.kube.storage import block_claim
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles, paths
 
@@ -40,18 +41,11 @@ def service(plan: ClusterPlan) -> Obj:
 
 def state_claim(plan: ClusterPlan) -> Obj:
     """slurmctld's state volume: a claim of its own so deleting the StatefulSet never deletes it."""
-    spec: Obj = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": f"{plan.declaration.controller.state_gib}Gi"}},
-    }
-    if plan.declaration.controller.storage_class:
-        spec["storageClassName"] = plan.declaration.controller.storage_class
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": meta(names.CONTROLLER_STATE_CLAIM, plan.namespace, COMPONENT),
-        "spec": spec,
-    }
+    spec, notes = block_claim(plan, plan.declaration.controller.state_gib)
+    metadata = meta(names.CONTROLLER_STATE_CLAIM, plan.namespace, COMPONENT)
+    if notes:
+        metadata["annotations"] = notes
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 
 def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj:

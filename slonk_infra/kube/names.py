@@ -42,6 +42,9 @@ NAMESPACE_COMPONENT = "namespace"
 # ----------------------------------------------------------------------------------- annotations
 CONFIG_HASH = "slonk.dev/config-hash"  # rolls controller and login pods when the Slurm config changes
 TOPOLOGY_LABELS = "slonk.dev/node-topology-labels"  # on the topology ConfigMap: the cloud's topology labels
+# On a claim that names no StorageClass (local clusters only): says the cluster's default serves it.
+STORAGE_CLASS_NOTE = "slonk.dev/storage-class"
+DEFAULT_CLASS_NOTE = "the cluster's default StorageClass"
 
 # ---------------------------------------------------------------------------------- object names
 SERVICE_ACCOUNT = "slurm"

@@ -16,6 +16,21 @@ from slonk_infra.slurm import paths
 NFS_PORTS = (("nfs", 2049), ("mountd", 20048), ("rpcbind", 111))
 
 
+def block_claim(plan: ClusterPlan, gib: int) -> tuple[Obj, dict[str, str]]:
+    """Spec and annotations of a single-writer claim (controller state, an NFS server's export).
+
+    The claim names its StorageClass (:attr:`ClusterPlan.claim_storage_class`) on every cloud: EKS
+    from 1.30 marks none as default, so a claim without one stays Pending there. On a local cluster
+    the class is left to the cluster's default, and the claim says so.
+    """
+    spec: Obj = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": f"{gib}Gi"}}}
+    storage_class = plan.claim_storage_class
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+        return spec, {}
+    return spec, {names.STORAGE_CLASS_NOTE: names.DEFAULT_CLASS_NOTE}
+
+
 def claim_name(storage: StorageSpec) -> str:
     """PersistentVolumeClaim of a shared filesystem."""
     return names.claim_name(storage.name)
@@ -73,12 +88,18 @@ def storage_objects(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
     out: list[Obj] = []
     for vol in plan.declaration.storage:
         if vol.kind == "nfs-server":
-            out += nfs_server(plan, vol, plan.declaration.image.reference)
+            out += nfs_server(plan, vol, plan.declaration.image.reference, inputs.system_selector)
         out += volume_and_claim(plan, vol, inputs)
     return out
 
 
-def nfs_server(plan: ClusterPlan, vol: StorageSpec, image: str) -> list[Obj]:
+def _export_claim(plan: ClusterPlan, vol: StorageSpec) -> Obj:
+    spec, notes = block_claim(plan, vol.capacity_gib)
+    meta_: Obj = {"name": "export", **({"annotations": notes} if notes else {})}
+    return {"metadata": meta_, "spec": spec}
+
+
+def nfs_server(plan: ClusterPlan, vol: StorageSpec, image: str, selector: Mapping[str, str] | None = None) -> list[Obj]:
     """An NFS server StatefulSet + Service exporting its own retained volume (local clusters)."""
     ns = plan.namespace
     name = names.nfs_server(vol.name)
@@ -102,20 +123,15 @@ def nfs_server(plan: ClusterPlan, vol: StorageSpec, image: str) -> list[Obj]:
                 "replicas": 1,
                 "selector": {"matchLabels": sel},
                 "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
-                "volumeClaimTemplates": [
-                    {
-                        "metadata": {"name": "export"},
-                        "spec": {
-                            "accessModes": ["ReadWriteOnce"],
-                            "resources": {"requests": {"storage": f"{vol.capacity_gib}Gi"}},
-                        },
-                    }
-                ],
+                "volumeClaimTemplates": [_export_claim(plan, vol)],
                 "template": {
                     "metadata": {"labels": {**names.labels(names.NFS_COMPONENT), names.VOLUME_LABEL: vol.name}},
                     "spec": {
                         "automountServiceAccountToken": False,
                         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                        # On the system pool, like the controller: its claim's class suits that
+                        # machine (GKE's pd-balanced is refused by Hyperdisk-only machines).
+                        **({"nodeSelector": dict(selector)} if selector else {}),
                         "containers": [
                             {
                                 "name": "nfs",

@@ -1,5 +1,11 @@
 """Workers: one StatefulSet per worker group (pod N is Slurm node ``<group>-N``) and one headless Service
-for all of them."""
+for all of them.
+
+A worker pod requests what the node's budget leaves slurmd (:mod:`slonk_infra.plan.capacity`), and
+carries its machine's fabric wiring (:mod:`slonk_infra.pod_fabric`: GPU NIC annotations, the TCPXO
+sidecar, the NCCL plugin's libraries and environment, EFA interfaces) and, on a multi-host TPU slice,
+the variables its hosts find each other by.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ from slonk_infra.kube.pod import (
     tolerations,
 )
 from slonk_infra.plan import ClusterPlan, WorkerGroup
+from slonk_infra.pod_fabric import TASK_ENV, FabricPodParts, fabric_pod_parts, tpu_worker_env
 from slonk_infra.slurm import paths
 
 COMPONENT = names.WORKER_COMPONENT
@@ -26,6 +33,8 @@ WORKER_GRACE_SECONDS = 300
 # The preStop drain must end before the grace period does, leaving a minute to requeue and stop.
 DRAIN_SECONDS = WORKER_GRACE_SECONDS - 60
 TPU_SLICE_LABELS = (names.TPU_ACCELERATOR_LABEL, names.TPU_TOPOLOGY_LABEL)
+# Says on the pod when its machine's GPU NICs are not wired (NCCL then uses the primary NIC only).
+FABRIC_NOTE = "slonk.dev/fabric"
 
 
 def service(plan: ClusterPlan) -> Obj:
@@ -43,18 +52,33 @@ def service(plan: ClusterPlan) -> Obj:
     }
 
 
-def worker_resources(group: WorkerGroup) -> Obj:
-    """Requests equal to what Slurm schedules on the node; accelerator limit equal to the node's GRES."""
+def worker_resources(group: WorkerGroup, fabric: FabricPodParts | None = None) -> Obj:
+    """Requests equal to what Slurm schedules on the node; accelerator (and EFA) limits equal to the node's.
+
+    CPU and memory are the node budget's share for slurmd: with the sidecars and the node's system
+    pods they fit the node's allocatable, as the cloud's node model computes it.
+    """
     shape = group.shape
     out: Obj = {"requests": {"cpu": str(shape.cpus), "memory": f"{shape.real_memory_mib}Mi"}}
+    extended = dict(fabric.resources) if fabric else {}
     if group.kube_resource:
-        count = str(group.gres_count)
-        out["requests"][group.kube_resource] = count
-        out["limits"] = {group.kube_resource: count}
+        extended[group.kube_resource] = str(group.gres_count)
+    if extended:
+        out["requests"].update(extended)
+        out["limits"] = dict(extended)
     return out
 
 
-def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj]) -> Obj:
+def task_env(plan: ClusterPlan, group: WorkerGroup, fabric: FabricPodParts) -> list[Obj]:
+    """The fabric's and the TPU slice's variables, and the list of those every job task must see."""
+    env = [*fabric.env, *tpu_worker_env(group.name, group.replicas if group.kind == "tpu" else 0, plan.namespace)]
+    exported = [e["name"] for e in env if e["name"] in fabric.task_env_names or e["name"].startswith("TPU_")]
+    if exported:
+        env.append({"name": TASK_ENV, "value": ",".join(exported)})
+    return env
+
+
+def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj], fabric: FabricPodParts) -> Obj:
     """The slurmd container: registers with the controller, drains itself before it stops."""
     slurmd_up = ["scontrol", "show", "slurmd"]
     container: Obj = {
@@ -65,13 +89,14 @@ def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj]) -> Obj:
             {"name": "SLONK_CONTROLLER", "value": naming.controller_host(plan.namespace)},
             {"name": "SLONK_EXPECTED_GPUS", "value": str(group.gres_count if group.kind == "gpu" else 0)},
             {"name": "SLONK_DRAIN_SECONDS", "value": str(DRAIN_SECONDS)},
+            *task_env(plan, group, fabric),
         ],
         "ports": [{"name": "slurmd", "containerPort": paths.SLURMD_PORT}],
         # Privileged because slurmd creates a cgroup per job under /sys/fs/cgroup and confines each job
         # to its GPUs with a device eBPF program; Kubernetes mounts cgroupfs read-only and forbids BPF
         # for any unprivileged container, and no capability set short of this grants both.
         "securityContext": privileged(),
-        "resources": worker_resources(group),
+        "resources": worker_resources(group, fabric),
         "lifecycle": {"preStop": {"exec": {"command": [f"{paths.SCRIPTS_DIR}/drain.sh"]}}},
         "startupProbe": {"exec": {"command": slurmd_up}, "periodSeconds": 5, "failureThreshold": 60},
         "livenessProbe": {
@@ -90,6 +115,7 @@ def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj]) -> Obj:
             {"name": "spool", "mountPath": paths.SLURMD_SPOOL},
             {"name": "dshm", "mountPath": "/dev/shm"},
             *shared,
+            *fabric.mounts,
         ],
     }
     if group.kind == "tpu" and group.replicas > 1:
@@ -100,17 +126,19 @@ def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj]) -> Obj:
 def statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs) -> Obj:
     """One StatefulSet per worker group: pod N is Slurm node ``<group>-N``; never restarted by config."""
     shared_volumes, shared = shared_mounts(plan)
+    fabric = fabric_pod_parts(group.machine)
     pod_spec = slurm_pod_spec(
         plan,
         priority_class=names.worker_priority(plan.namespace),
         grace_seconds=WORKER_GRACE_SECONDS,
         tolerate=tolerations(group),
-        containers=[_slurmd(plan, group, shared)],
+        containers=[_slurmd(plan, group, shared, fabric), *fabric.containers],
         volumes=[
             *common_volumes(),
             {"name": "spool", "emptyDir": {}},
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
             *shared_volumes,
+            *fabric.volumes,
         ],
     )
     if inputs.pin_to_pools:
@@ -127,6 +155,12 @@ def statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs) -> Ob
             }
         }
     group_label = {names.GROUP_LABEL: group.name}
+    template_meta: Obj = {"labels": names.labels(COMPONENT, **group_label)}
+    annotations = dict(fabric.annotations)
+    if fabric.note:
+        annotations[FABRIC_NOTE] = fabric.note
+    if annotations:
+        template_meta["annotations"] = annotations
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
@@ -138,6 +172,6 @@ def statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs) -> Ob
             # OnDelete: no config or image change restarts a pod that may be running jobs.
             "updateStrategy": {"type": "OnDelete"},
             "selector": {"matchLabels": names.selector(COMPONENT, **group_label)},
-            "template": {"metadata": {"labels": names.labels(COMPONENT, **group_label)}, "spec": pod_spec},
+            "template": {"metadata": template_meta, "spec": pod_spec},
         },
     }

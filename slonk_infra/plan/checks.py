@@ -11,6 +11,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from slonk_infra import naming
+from slonk_infra.catalog import load_catalog
+from slonk_infra.catalog_fabrics import gke_version_key
 from slonk_infra.declaration import ClusterDeclaration, StorageSpec
 from slonk_infra.errors import DeclarationError, Problem, choice
 from slonk_infra.plan.model import WorkerGroup
@@ -124,13 +126,79 @@ def check_storage(decl: ClusterDeclaration, problems: Problems) -> None:
 
 
 def check_capacity(i: int, vol: StorageSpec, problems: Problems) -> None:
-    """A managed filesystem's capacity within what the service accepts."""
+    """A managed filesystem's capacity: what its tier / deployment type offers (catalog ``storage.yaml``).
+
+    Filestore tiers each have their own bands and steps, FSx deployment types their own sizes; an
+    unknown tier is reported by the tier check, and the kind's overall range applies then.
+    """
+    # Imported here: the clouds package imports the plan.
+    from slonk_infra.clouds.aws import rules as aws_rules
+    from slonk_infra.clouds.gcp import rules as gcp_rules
+
+    tiers = STORAGE_TIERS.get(vol.kind, ())
+    if vol.tier is None or vol.tier.upper() in tiers:
+        exact = {"filestore": gcp_rules.filestore_problems, "fsx-lustre": aws_rules.fsx_problems}.get(vol.kind)
+        if exact is not None:
+            problems.items += exact(i, vol)
+            return
     if vol.kind in STORAGE_CAPACITY:
         low, high = STORAGE_CAPACITY[vol.kind]
         if not low <= vol.capacity_gib <= high:
             problems.add(
                 f"storage[{i}].capacityGib",
                 f"{vol.capacity_gib} GiB is outside what {vol.kind} accepts: {low}..{high} GiB",
+            )
+
+
+def check_placement(decl: ClusterDeclaration, problems: Problems) -> None:
+    """An explicit ``compactPlacement: true`` the target would drop is refused, never ignored."""
+    # Imported here: the clouds package imports the plan.
+    from slonk_infra.clouds import local_rules
+    from slonk_infra.clouds.aws import rules as aws_rules
+    from slonk_infra.clouds.gcp import rules as gcp_rules
+    from slonk_infra.clouds.rules import dropped_placement
+
+    why = {
+        "gcp": gcp_rules.DROPPED_PLACEMENT,
+        "aws": aws_rules.DROPPED_PLACEMENT,
+        "local": local_rules.DROPPED_PLACEMENT,
+    }
+    problems.items += dropped_placement(decl, why[decl.cloud])
+
+
+def check_fabrics(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], problems: Problems) -> None:
+    """A GPU pool's fabric (GPUDirect-TCPXO, GPUDirect-RDMA) needs a GKE version that has it (catalog ``fabrics.yaml``).
+
+    A version naming only a minor is checked on the minor; GKE then picks the patch from the
+    release channel, and the patch floor is in the catalog for the operator to check.
+    """
+    if decl.cloud != "gcp":
+        return
+    catalog = load_catalog()
+    version = decl.kubernetes.version
+    for i, pool in enumerate(decl.pools):
+        group = next((g for g in groups if g.name == pool.name), None)
+        fabric = catalog.fabric_of(group.machine) if group else None
+        if group is None or fabric is None:
+            continue
+        problem = fabric.version_problem(group.machine, version)
+        if problem is not None:
+            problems.add("kubernetes.version", f"{problem} (pools[{i}] {pool.name!r})")
+
+
+def check_tpu_env(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], problems: Problems) -> None:
+    """A multi-host TPU slice's hosts learn their index from the pod-index label, on by default from 1.28."""
+    facts = load_catalog().platform.kubernetes
+    floor = facts.pod_index_label_min_minor
+    if gke_version_key(decl.kubernetes.version)[:2] >= gke_version_key(floor)[:2]:
+        return
+    for i, spec in enumerate(decl.tpu_slices):
+        multi = [g for g in groups if g.base == spec.name and g.kind == "tpu" and g.replicas > 1]
+        if multi:
+            problems.add(
+                "kubernetes.version",
+                f"{decl.kubernetes.version} has no {facts.pod_index_label} pod label (Kubernetes {floor}+), which "
+                f"sets TPU_WORKER_ID on the hosts of tpuSlices[{i}] {spec.name!r}; use {floor} or later",
             )
 
 

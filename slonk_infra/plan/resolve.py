@@ -108,6 +108,7 @@ def pool_group(decl: ClusterDeclaration, pool: PoolSpec, machine: MachineType) -
         spot=pool.spot,
         reservation=pool.reservation,
         compact_placement=pool.placement,
+        storage_kinds=frozenset(v.kind for v in decl.storage),
     )
 
 
@@ -150,6 +151,7 @@ def tpu_groups(
             tpu_generation=gen.name,
             tpu_topology=spec.topology,
             slice_index=s,
+            storage_kinds=frozenset(v.kind for v in decl.storage),
         )
         for s in range(spec.slices)
     ]
@@ -216,6 +218,9 @@ def build_plan(raw: Mapping[str, Any] | ClusterDeclaration, catalog: Catalog | N
     checks.check_names(decl, groups, problems)
     checks.check_storage(decl, problems)
     checks.check_cloud(decl, problems)
+    checks.check_placement(decl, problems)
+    checks.check_fabrics(decl, groups, problems)
+    checks.check_tpu_env(decl, groups, problems)
     version = SlurmVersion.parse(decl.image.slurm_version)
     checks.check_version(decl, version, problems)
     checks.check_partitions(decl, groups, problems)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
+from slonk_infra.policy.claims_name_a_storage_class import claims_name_a_storage_class
 from slonk_infra.policy.gpu_node_pools_tainted import gpu_node_pools_tainted
 from slonk_infra.policy.gpu_request_matches_gres import gpu_request_matches_gres
 from slonk_infra.policy.no_floating_image_tags import no_floating_image_tags
@@ -39,6 +40,7 @@ ALL_POLICIES: list[Policy] = [
     worker_on_delete_updates,
     worker_graceful_drain,
     no_floating_image_tags,
+    claims_name_a_storage_class,
 ]
 
 __all__ = [

@@ -12,6 +12,7 @@ from pulumi_policy import (
     Severity,
 )
 
+from slonk_infra.catalog import load_catalog
 from slonk_infra.policy.common import (
     CONFIG_FILE_HINT,
     STRING_LIST,
@@ -41,8 +42,13 @@ def _validate_uniform_image(args: ResourceValidationArgs, report: ReportViolatio
             f"{where}: the policy configuration's cudaVersion {cuda} is not in allowedCudaVersions {allowed_cuda}",
             None,
         )
+    # A GPU fabric's own daemon (GPUDirect-TCPXO's receive-datapath manager) is the cloud's image, named
+    # with its version in the catalog (fabrics.yaml); it runs no CUDA workload.
+    fabric_sidecars = {(f.sidecar.name, f.sidecar.image) for f in load_catalog().fabrics.values() if f.sidecar}
     for container in containers(spec):
         image = container.image
+        if (container.name, image) in fabric_sidecars:
+            continue
         prefix = f"{where} {container.role} {container.name}: image"
         if not isinstance(image, str) or not image:
             report(f"{prefix} is not set; every Slurm container runs the configured image {expected or '-'}", None)

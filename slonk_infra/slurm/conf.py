@@ -124,6 +124,12 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("PrologFlags", "Alloc"),
         ("Prolog", f"{paths.SCRIPTS_DIR}/prolog.sh"),
         ("Epilog", f"{paths.SCRIPTS_DIR}/epilog.sh"),
+        # Hands each task the node's fabric (NCCL plugin, libfabric) and TPU slice variables, which a
+        # task would not otherwise see: it inherits the submitter's environment, not slurmd's.
+        ("TaskProlog", f"{paths.SCRIPTS_DIR}/task-env.sh"),
+        # Tasks keep the node's locked-memory limit instead of the login shell's: NCCL over EFA,
+        # GPUDirect-RDMA and TCPXO register (lock) large buffers, which a 64 KiB limit refuses.
+        ("PropagateResourceLimitsExcept", "MEMLOCK"),
         ("MailProg", "/bin/true"),
         ("AccountingStorageType", "accounting_storage/slurmdbd" if slurm.accounting else None),
         ("AccountingStorageHost", slurm.accounting_host if slurm.accounting else None),

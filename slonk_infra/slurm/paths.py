@@ -6,6 +6,8 @@ STATE_DIR = "/var/spool/slurmctld"
 SLURMD_SPOOL = "/var/spool/slurmd"
 JWT_KEY = "/etc/slurm/jwt/jwt_hs256.key"  # projected into /etc/slurm on the controller
 MUNGE_KEY = "/etc/munge/munge.key"
+# Written by slurmd.sh on a worker, read by the TaskProlog: the node's fabric / TPU variables for tasks.
+TASK_ENV_FILE = "/run/slurm/task-env"
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SLURMRESTD_PORT = 6820

@@ -26,6 +26,7 @@ from slonk_infra.slurm import paths
 SCRIPTS = (
     "prolog.sh",
     "epilog.sh",
+    "task-env.sh",
     "healthcheck.sh",
     "munged.sh",
     "slurmctld.sh",
@@ -38,6 +39,7 @@ SCRIPTS = (
 SETTINGS: dict[str, str] = {
     "CONF_DIR": paths.CONF_DIR,
     "SLURMCTLD_PORT": str(paths.SLURMCTLD_PORT),
+    "TASK_ENV_FILE": paths.TASK_ENV_FILE,
 }
 PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
 

@@ -4,6 +4,17 @@
 set -eu
 until [ -S /run/munge/munge.socket.2 ]; do sleep 1; done
 here="$(dirname "$0")"
+# The variables the manifests name in SLONK_TASK_ENV (fabric, TPU slice), for task-env.sh to hand to
+# every task; the fabric's env script is recorded and read there.
+: > "@TASK_ENV_FILE@.new"
+if [ -n "${SLONK_TASK_ENV_SCRIPT:-}" ]; then
+  printf '#script %s\n' "$SLONK_TASK_ENV_SCRIPT" >> "@TASK_ENV_FILE@.new"
+fi
+for name in $(printf '%s' "${SLONK_TASK_ENV:-}" | tr ',' ' '); do
+  printf 'export %s=%s\n' "$name" "$(printenv "$name" || true)" >> "@TASK_ENV_FILE@.new"
+done
+chmod 644 "@TASK_ENV_FILE@.new"
+mv "@TASK_ENV_FILE@.new" "@TASK_ENV_FILE@"
 sh "$here/healthcheck.sh"
 slurmd -D --conf-server "${SLONK_CONTROLLER}:@SLURMCTLD_PORT@" -N "$(hostname)" &
 pid=$!
