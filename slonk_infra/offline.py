@@ -5,7 +5,9 @@ The Pulumi CLI is not needed. :func:`run_offline` drives the program through Pul
 ``preview=False``, so every ``apply`` runs. :data:`FAKE_OUTPUTS` is the table of what the fake clouds
 answer per resource type (cluster endpoints, Filestore IPs, FSx DNS names...); everything else echoes
 its inputs. Every registration is recorded with the options the engine would receive (``protect``,
-``retain_on_delete``, parent, dependencies); tests and offline checks read that record.
+``retain_on_delete``, parent, dependencies); tests and offline checks read that record. Two things the
+public API does not offer: the options are read by a :class:`pulumi.runtime.mocks.MockMonitor` subclass
+(passed through ``set_mocks(monitor=...)``), and secrets are recognised by their wire envelope.
 
 Transforms: the mock monitor of the SDK does not run ``transforms=`` resource options or
 ``pulumi.runtime.register_resource_transform`` callbacks (the engine does). The recording monitor here
