@@ -12,6 +12,7 @@ The readers accept either form of every field, so a version in between reads too
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -64,6 +65,7 @@ def split_gres(text: str) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1024)  # thousands of nodes share a handful of GRES strings
 def gpu_count(gres: str) -> int:
     """GPUs in a GRES string (``gpu:h100:8(S:0-1)``, ``gpu:2``); 0 for N/A or none."""
     total = 0

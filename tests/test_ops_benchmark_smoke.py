@@ -1,0 +1,47 @@
+"""benchmarks/sync.py --quick runs to the end, prints its table and keeps the per-tick request counts constant.
+
+No timing is asserted; the request counts are the controller's contract (one list call per kind per tick).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.slurmlab import available_flavors, require_flavor
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = [
+    "nodes / pods listed per tick",
+    "Slurm requests per steady tick",
+    "Kubernetes requests per steady tick",
+    "tick wall ms (median)",
+    "tick CPU ms, controller (median)",
+    "GET nodes ms",
+    "reconcile alone ms",
+    "Slurm drain -> cordon s (median / max)",
+    "cordon -> Slurm drain s",
+]
+
+
+def test_quick_benchmark(tmp_path: Path) -> None:
+    if not available_flavors():
+        require_flavor("host")  # fails under CI, skips elsewhere
+    out = tmp_path / "sync.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sync.py"), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    labels = [line.split("|")[1].strip() for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert all(r in labels for r in ROWS), labels
+    (result,) = json.loads(out.read_text())["results"]
+    assert result["listed_nodes"] == result["listed_pods"] == 64
+    assert result["slurm_calls"] == {"list_nodes": 1, "list_jobs": 1}
+    assert result["kube_calls"] == {"list_nodes": 1, "list_pods": 1}
+    assert result["changes"] == 0
