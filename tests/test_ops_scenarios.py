@@ -362,3 +362,18 @@ def test_the_command_runs_one_tick_from_its_config_file(cluster: Cluster, tmp_pa
     }
     bad = CliRunner().invoke(main, ["--config", str(tmp_path / "missing.yaml"), "--namespace", NS, "--once"])
     assert bad.exit_code == 1 and "missing.yaml" in bad.output and "Traceback" not in bad.output
+
+
+def test_a_verdict_can_travel_in_the_slurm_node_comment(env: Env) -> None:
+    """The health checker needs no Kubernetes access: ``scontrol update Comment=<report JSON>`` reaches us too."""
+    env.tick()
+    report = json.loads(verdict("needs-person", "row remapping failed on GPU 2", t=time.time() + 1))
+    report["node"] = "h100-3"
+    env.scontrol("update", "NodeName=h100-3", f"Comment={json.dumps(report)}")
+    try:
+        env.until("drained", lambda: env.slurm("h100-3").drained)
+        assert env.slurm("h100-3").reason == "slonk: health needs-person: gpu-ecc: row remapping failed on GPU 2"
+        env.until("cordoned", lambda: env.node("h100-3")["spec"].get("unschedulable") is True)
+        assert env.deleted == []  # needs-person: nothing automatic
+    finally:
+        env.scontrol("update", "NodeName=h100-3", "Comment=")

@@ -104,7 +104,7 @@ class Controller:
             m.active.set(len(self.state.active))
             m.kept_out.set(len(self.state.kept_out))
             for d in plan.decisions:
-                m.actions.labels(d.what).inc()
+                m.decisions.labels(d.what).inc()
                 log.info("%s %s: %s", d.what, d.node, d.why)
             for limit, n in plan.deferred.items():
                 m.deferred.labels(limit).inc(n)

@@ -12,7 +12,7 @@ Series (all prefixed ``slonk_``):
 ``health_checks{check,result}``                    worker pods per health check and pass/fail
 ``remediations_active``, ``machines_kept_out``     repairs in progress, repeat offenders held
 ``remediation_deferred_total{limit}``              actions held back by the rate or pool limit
-``actions_total{action}``                          drains, resumes, cordons, pod restarts, ...
+``decisions_total{decision}``                      drain, resume, cordon, restart-pod, deferred, ...
 ``api_calls_total{api,kind}``                      requests to slurmrestd and Kubernetes
 ``sync_tick_seconds``, ``sync_tick_cpu_seconds``   wall-time histogram / CPU time of the last tick
 ``sync_last_success_timestamp_seconds``            end of the last tick that reached both APIs
@@ -65,7 +65,7 @@ class Metrics:
         self.deferred = Counter(
             "slonk_remediation_deferred", "Remediations held back by a limit.", ["limit"], registry=r
         )
-        self.actions = Counter("slonk_actions", "Actions taken.", ["action"], registry=r)
+        self.decisions = Counter("slonk_decisions", "Decisions of the sync step.", ["decision"], registry=r)
         self.calls = Counter("slonk_api_calls", "API requests.", ["api", "kind"], registry=r)
         self.tick = Histogram("slonk_sync_tick_seconds", "Wall time of a sync tick.", registry=r)
         self.tick_cpu = Gauge("slonk_sync_tick_cpu_seconds", "CPU time of the last sync tick.", registry=r)
