@@ -23,7 +23,7 @@ from slonk_infra.plan.capacity import (
     node_budget,
     node_shape,
 )
-from slonk_infra.plan.checks import STORAGE_CAPACITY, STORAGE_CLOUDS, STORAGE_TIERS, Problems
+from slonk_infra.plan.checks import Problems
 from slonk_infra.plan.model import ClusterPlan, Partition, WorkerGroup
 from slonk_infra.plan.resolve import GPU_TAINT, TPU_TAINT, build_plan, default_partitions
 
@@ -31,9 +31,6 @@ __all__ = [
     "GPU_TAINT",
     "MUNGED",
     "POOL_LABEL",
-    "STORAGE_CAPACITY",
-    "STORAGE_CLOUDS",
-    "STORAGE_TIERS",
     "TPU_TAINT",
     "ClusterPlan",
     "NodeBudget",

@@ -9,29 +9,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from slonk_infra import naming
 from slonk_infra.catalog import load_catalog
 from slonk_infra.catalog_fabrics import gke_version_key
-from slonk_infra.declaration import ClusterDeclaration, StorageSpec
+from slonk_infra.declaration import ClusterDeclaration
 from slonk_infra.errors import DeclarationError, Problem, choice
 from slonk_infra.plan.model import WorkerGroup
 from slonk_infra.slurm_versions import MIN_SUPPORTED, SlurmVersion, minimum_for
 
-STORAGE_CLOUDS: dict[str, tuple[str, ...]] = {
-    "filestore": ("gcp",),
-    "efs": ("aws",),
-    "fsx-lustre": ("aws",),
-    "nfs-server": ("gcp", "aws", "local"),
-    "nfs-export": ("gcp", "aws", "local"),
-}
-# Service tiers a volume's ``tier`` may name (Filestore tiers; FSx for Lustre deployment types).
-STORAGE_TIERS: dict[str, tuple[str, ...]] = {
-    "filestore": ("BASIC_HDD", "BASIC_SSD", "HIGH_SCALE_SSD", "ZONAL", "REGIONAL", "ENTERPRISE", "STANDARD", "PREMIUM"),
-    "fsx-lustre": ("SCRATCH_1", "SCRATCH_2", "PERSISTENT_1", "PERSISTENT_2"),
-}
-# Capacity a managed filesystem accepts, GiB (inclusive).
-STORAGE_CAPACITY: dict[str, tuple[int, int]] = {"filestore": (1024, 102400), "fsx-lustre": (1200, 2_000_000)}
+if TYPE_CHECKING:
+    from slonk_infra.clouds.rules import CloudRules
 
 
 class Problems:
@@ -96,74 +85,41 @@ def check_names(decl: ClusterDeclaration, groups: Sequence[WorkerGroup], problem
 
 
 def check_storage(decl: ClusterDeclaration, problems: Problems) -> None:
-    """Volume kinds offered on the cloud, unique names and mount paths, capacities, tiers, a shared /home."""
-    cloud = decl.cloud
+    """Volume kinds the target offers, unique names and mount paths, the target's tier and size rules,
+    a shared /home. The target's own rules come from its adapter (:mod:`slonk_infra.clouds.registry`)."""
+    from slonk_infra.clouds.rules import KUBERNETES_STORAGE  # here: the clouds package imports the plan
+
+    rules = _rules(decl)
+    offered = sorted(rules.storage_kinds - KUBERNETES_STORAGE) + sorted(KUBERNETES_STORAGE, reverse=True)
     names: set[str] = set()
     paths: set[str] = set()
     for i, vol in enumerate(decl.storage):
-        if cloud not in STORAGE_CLOUDS[vol.kind]:
-            allowed = [k for k, clouds in STORAGE_CLOUDS.items() if cloud in clouds]
+        if vol.kind not in rules.storage_kinds:
             problems.add(
-                f"storage[{i}].kind", f"{vol.kind!r} is not available on {cloud}; allowed: {', '.join(allowed)}"
+                f"storage[{i}].kind", f"{vol.kind!r} is not available on {decl.cloud}; allowed: {', '.join(offered)}"
             )
+        else:
+            problems.items += rules.storage_problems(i, vol)
         if vol.name in names:
             problems.add(f"storage[{i}].name", f"duplicate volume name {vol.name!r}")
         if vol.mount_path in paths:
             problems.add(f"storage[{i}].mountPath", f"{vol.mount_path!r} is already mounted by another volume")
         names.add(vol.name)
         paths.add(vol.mount_path)
-        check_capacity(i, vol, problems)
-        if vol.tier is not None:
-            tiers = STORAGE_TIERS.get(vol.kind, ())
-            if not tiers:
-                problems.add(
-                    f"storage[{i}].tier", f"{vol.kind} has no tiers; tier applies to {', '.join(STORAGE_TIERS)}"
-                )
-            elif vol.tier.upper() not in tiers:
-                problems.add(f"storage[{i}].tier", choice(vol.tier, tiers, f"{vol.kind} tier"))
     if "/home" not in paths:
         problems.add("storage", "no volume mounts at /home; login and workers need a shared home")
 
 
-def check_capacity(i: int, vol: StorageSpec, problems: Problems) -> None:
-    """A managed filesystem's capacity: what its tier / deployment type offers (catalog ``storage.yaml``).
+def check_cloud(decl: ClusterDeclaration, problems: Problems) -> None:
+    """What only the declared target checks: its settings block, region / zone, placement it cannot honour."""
+    problems.items += _rules(decl).declaration_problems(decl)
 
-    Filestore tiers each have their own bands and steps, FSx deployment types their own sizes; an
-    unknown tier is reported by the tier check, and the kind's overall range applies then.
-    """
+
+def _rules(decl: ClusterDeclaration) -> CloudRules:
     # Imported here: the clouds package imports the plan.
-    from slonk_infra.clouds.aws import rules as aws_rules
-    from slonk_infra.clouds.gcp import rules as gcp_rules
+    from slonk_infra.clouds.registry import rules_for
 
-    tiers = STORAGE_TIERS.get(vol.kind, ())
-    if vol.tier is None or vol.tier.upper() in tiers:
-        exact = {"filestore": gcp_rules.filestore_problems, "fsx-lustre": aws_rules.fsx_problems}.get(vol.kind)
-        if exact is not None:
-            problems.items += exact(i, vol)
-            return
-    if vol.kind in STORAGE_CAPACITY:
-        low, high = STORAGE_CAPACITY[vol.kind]
-        if not low <= vol.capacity_gib <= high:
-            problems.add(
-                f"storage[{i}].capacityGib",
-                f"{vol.capacity_gib} GiB is outside what {vol.kind} accepts: {low}..{high} GiB",
-            )
-
-
-def check_placement(decl: ClusterDeclaration, problems: Problems) -> None:
-    """An explicit ``compactPlacement: true`` the target would drop is refused, never ignored."""
-    # Imported here: the clouds package imports the plan.
-    from slonk_infra.clouds import local_rules
-    from slonk_infra.clouds.aws import rules as aws_rules
-    from slonk_infra.clouds.gcp import rules as gcp_rules
-    from slonk_infra.clouds.rules import dropped_placement
-
-    why = {
-        "gcp": gcp_rules.DROPPED_PLACEMENT,
-        "aws": aws_rules.DROPPED_PLACEMENT,
-        "local": local_rules.DROPPED_PLACEMENT,
-    }
-    problems.items += dropped_placement(decl, why[decl.cloud])
+    return rules_for(decl.cloud)
 
 
 def check_fabrics(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], problems: Problems) -> None:
@@ -200,25 +156,6 @@ def check_tpu_env(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], probl
                 f"{decl.kubernetes.version} has no {facts.pod_index_label} pod label (Kubernetes {floor}+), which "
                 f"sets TPU_WORKER_ID on the hosts of tpuSlices[{i}] {spec.name!r}; use {floor} or later",
             )
-
-
-def check_cloud(decl: ClusterDeclaration, problems: Problems) -> None:
-    """Settings each cloud requires, and none of another cloud's."""
-    d = decl
-    if d.cloud in ("gcp", "aws") and not d.region:
-        problems.add("region", f"required on {d.cloud}")
-    if d.cloud == "gcp" and d.gcp is None:
-        problems.add("gcp", "required when cloud is gcp (at least project)")
-    if d.cloud == "aws" and d.aws is None:
-        problems.add("aws", "required when cloud is aws (at least vpcId and subnetIds)")
-    if d.cloud != "gcp" and d.gcp is not None:
-        problems.add("gcp", f"given but cloud is {d.cloud}")
-    if d.cloud != "aws" and d.aws is not None:
-        problems.add("aws", f"given but cloud is {d.cloud}")
-    if d.cloud == "local" and d.kubernetes.create:
-        problems.add("kubernetes.create", "a local stack uses an existing cluster; set create: false")
-    if d.cloud == "gcp" and not d.zone and (d.pools or d.tpu_slices):
-        problems.add("zone", "required on gcp: GPU and TPU capacity is zonal")
 
 
 def check_version(decl: ClusterDeclaration, version: SlurmVersion, problems: Problems) -> None:
