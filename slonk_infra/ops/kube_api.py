@@ -86,7 +86,7 @@ class KubeApi:
         conf.host = host
         conf.api_key = {"authorization": token}
         conf.api_key_prefix = {"authorization": "Bearer"}
-        conf.verify_ssl = ca_file is not None
+        conf.verify_ssl = True  # https is always verified: with ``ca_file``, else the system's CAs
         if ca_file:
             conf.ssl_ca_cert = ca_file
         return cls(k8s.ApiClient(conf), namespace)
