@@ -1,0 +1,206 @@
+"""A rendered stack running as podman pods, with the little of a StatefulSet controller the scenarios need.
+
+``up`` creates every replica (controller first, then login and workers in parallel, as a cluster
+would bring them up together); ``apply`` takes a new render and does what ``kubectl apply`` plus the
+StatefulSet controller would: ConfigMap and Secret volumes of running pods get the new contents,
+replicas are added or removed (highest ordinal first, with its preStop hook), and a pod whose template
+changed is replaced only under the RollingUpdate strategy (workers are OnDelete).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.e2e.kube import Obj, fill_volume
+from tests.e2e.podman import Podman, wait_for
+from tests.e2e.pods import DeleteResult, PodInstance, PodOptions, PodRunner
+from tests.e2e.stack import ClusterSecrets, Rendered
+
+
+@dataclass
+class ApplyResult:
+    """What an apply changed."""
+
+    replaced: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    refreshed_volumes: int = 0
+
+
+class Cluster:
+    """The pods of one rendered stack on a private podman network."""
+
+    def __init__(self, podman: Podman, rendered: Rendered, image: str, secrets: ClusterSecrets) -> None:
+        self.podman = podman
+        self.secrets = secrets
+        self.rendered = rendered
+        self.image = image
+        self.rundir = Path(tempfile.mkdtemp(prefix=f"{rendered.name}-", dir=podman.workdir))
+        self.network, subnet = podman.create_network()
+        hosts = subnet.hosts()
+        self.gateway = str(next(hosts))
+        # Addresses are never reused within a run, so a replaced pod always comes back on a new IP.
+        self._ips = (str(ip) for ip in itertools.islice(hosts, 9, None))
+        self.runner = PodRunner(
+            podman, rendered.objects, self.network, self.gateway, self._next_ip, lambda _: image, self.rundir
+        )
+        self.pods: dict[str, PodInstance] = {}
+        self.options: dict[str, PodOptions] = {}
+        self.subnet: ipaddress.IPv4Network = subnet
+
+    def _next_ip(self) -> str:
+        return next(self._ips)
+
+    # --------------------------------------------------------------------------------- objects
+    def statefulset(self, name: str) -> Obj:
+        """A rendered StatefulSet by name."""
+        return self.rendered.objects.get("StatefulSet", name)
+
+    def controller(self) -> PodInstance:
+        """The slurmctld pod."""
+        return self.pods["slurmctld-0"]
+
+    def login(self) -> PodInstance:
+        """The first login pod."""
+        return self.pods["login-0"]
+
+    def workers(self) -> list[str]:
+        """Names of the running worker pods (= Slurm node names)."""
+        return sorted(n for n, p in self.pods.items() if p.labels.get("app.kubernetes.io/component") == "worker")
+
+    # --------------------------------------------------------------------------------- lifecycle
+    def up(self) -> float:
+        """Create every replica; returns seconds until all pods' containers were started."""
+        t0 = time.monotonic()
+        stss = self.rendered.statefulsets()
+        first = [s for s in stss if s["metadata"]["name"] == "slurmctld"]
+        rest = [s for s in stss if s["metadata"]["name"] != "slurmctld"]
+        for sts in first:
+            self._create(sts, 0)
+        jobs = [(s, i) for s in rest for i in range(s["spec"].get("replicas", 1))]
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(lambda job: self._create(*job), jobs))
+        return time.monotonic() - t0
+
+    def _create(self, sts: Obj, ordinal: int) -> PodInstance:
+        name = f"{sts['metadata']['name']}-{ordinal}"
+        pod = self.runner.create(sts, ordinal, self.options.get(name))
+        self.pods[name] = pod
+        return pod
+
+    def delete_pod(self, name: str, recreate: bool = True) -> tuple[DeleteResult, PodInstance | None]:
+        """``kubectl delete pod NAME``: the pod goes (preStop first); its StatefulSet makes it again."""
+        pod = self.pods.pop(name)
+        result = self.runner.delete(pod)
+        if not recreate:
+            return result, None
+        sts_name, ordinal = name.rsplit("-", 1)
+        return result, self._create(self.statefulset(sts_name), int(ordinal))
+
+    def apply(self, rendered: Rendered) -> ApplyResult:
+        """Apply a new render of the same stack (see the module docstring)."""
+        old, self.rendered = self.rendered, rendered
+        self.runner.objects = rendered.objects
+        result = ApplyResult()
+        for pod in self.pods.values():  # kubelet refreshes ConfigMap/Secret volumes of running pods
+            for vol in pod.spec.get("volumes", []):
+                if any(k in vol for k in ("configMap", "secret", "projected")):
+                    target = self.rundir / "pods" / pod.podman_name / "cfg" / vol["name"]
+                    fresh = target.with_name(target.name + ".new")
+                    fill_volume(fresh, vol, rendered.objects, self._opts(pod.name).secret_overrides)
+                    for f in fresh.rglob("*"):  # in place: a bind mount keeps the old directory's inode
+                        if f.is_file():
+                            dest = target / f.relative_to(fresh)
+                            dest.parent.mkdir(parents=True, exist_ok=True)
+                            shutil.copy2(f, dest)
+                    shutil.rmtree(fresh)
+                    result.refreshed_volumes += 1
+        for sts in rendered.statefulsets():
+            name = sts["metadata"]["name"]
+            before = next((s for s in old.statefulsets() if s["metadata"]["name"] == name), None)
+            want = sts["spec"].get("replicas", 1)
+            have = sorted((p for p in self.pods if p.rsplit("-", 1)[0] == name), key=lambda p: int(p.rsplit("-", 1)[1]))
+            for pod_name in reversed(have[want:]):  # scale down: highest ordinal first
+                self.delete_pod(pod_name, recreate=False)
+                result.deleted.append(pod_name)
+            changed = before is not None and _template(before) != _template(sts)
+            strategy = (sts["spec"].get("updateStrategy") or {}).get("type", "RollingUpdate")
+            if changed and strategy == "RollingUpdate":
+                for pod_name in reversed(have[:want]):
+                    self.delete_pod(pod_name)
+                    result.replaced.append(pod_name)
+            for ordinal in range(len(have), want):
+                self._create(sts, ordinal)
+                result.created.append(f"{name}-{ordinal}")
+        return result
+
+    def _opts(self, name: str) -> PodOptions:
+        return self.options.get(name) or PodOptions()
+
+    def down(self) -> None:
+        """Remove every pod of this cluster (no preStop: the run is over) and its network."""
+        for name in list(self.pods):
+            self.podman.remove_pod(self.pods.pop(name).podman_name, timeout=2)
+        self.podman.run("network", "rm", "--force", self.network, check=False)
+        if self.network in self.podman.networks:
+            self.podman.networks.remove(self.network)
+        shutil.rmtree(self.rundir, ignore_errors=True)
+
+    # --------------------------------------------------------------------------------- using it
+    def exec(
+        self, pod: str, script: str, user: str | None = None, container: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``sh -c script`` in a pod's main container (as ``user`` when given)."""
+        args = ["exec"] + (["--user", user] if user else []) + [self.pods[pod].container(container)]
+        return self.podman.run(*args, "sh", "-c", script, check=False, timeout=timeout)
+
+    def sh(self, pod: str, script: str, user: str | None = None, timeout: float = 120) -> str:
+        """Like :meth:`exec` but raises on failure and returns stdout."""
+        proc = self.exec(pod, script, user=user, timeout=timeout)
+        if proc.returncode != 0:
+            raise AssertionError(f"{pod}$ {script}\n  rc {proc.returncode}: {proc.stdout}{proc.stderr}".rstrip())
+        return proc.stdout
+
+    def node_states(self) -> dict[str, str]:
+        """Slurm node -> state, as ``sinfo`` on the login pod shows it (FUTURE nodes included)."""
+        out = self.exec("login-0", "sinfo --future -h -N -o '%N %T'", timeout=60).stdout
+        return dict(line.split(None, 1) for line in out.splitlines() if line.strip())
+
+    def wait_states(self, want: dict[str, str], timeout: float) -> dict[str, str]:
+        """Wait until every node named in ``want`` is in that state (a prefix: idle matches idle~)."""
+
+        def check() -> dict[str, str] | None:
+            states = self.node_states()
+            ok = all(states.get(n, "").lower().startswith(s) for n, s in want.items())
+            return states if ok else None
+
+        return wait_for(f"nodes {json.dumps(want)}", check, timeout, interval=1.0)  # type: ignore[no-any-return]
+
+    def logs(self, pod: str, container: str | None = None, tail: int = 200) -> str:
+        """Recent output of a pod's container."""
+        name = self.pods[pod].container(container)
+        proc = self.podman.run("logs", "--tail", str(tail), name, check=False)
+        return proc.stdout + proc.stderr
+
+    def restarts(self, pod: str) -> int:
+        """How often podman restarted the pod's main container."""
+        info = self.podman.json("inspect", self.pods[pod].container())
+        return int(info[0].get("RestartCount", 0))
+
+    def started_at(self, pod: str) -> str:
+        """Start time of the pod's main container (unchanged while it keeps running)."""
+        info = self.podman.json("inspect", self.pods[pod].container())
+        return str(info[0]["State"]["StartedAt"])
+
+
+def _template(sts: Obj) -> str:
+    return json.dumps(sts["spec"]["template"], sort_keys=True)

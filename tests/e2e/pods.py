@@ -1,0 +1,335 @@
+"""One StatefulSet replica as a podman pod, created and deleted the way kubelet would.
+
+Create: a pod sandbox (shared network, UTS and IPC namespaces; hostname ``NAME-i``; the pod's DNS
+names as network aliases; the cluster's resolv.conf search list), its volumes, then the init
+containers in order (a native sidecar, ``restartPolicy: Always``, keeps running and the next one
+starts once its startupProbe passes), then the main containers. Delete: each main container's preStop
+hook (within terminationGracePeriodSeconds), SIGTERM to the main containers, then to the sidecars.
+
+Scheduling (nodeSelector, affinity, tolerations, priority), liveness/readiness restarts and
+NetworkPolicies are not emulated; docs/containers.md lists them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.e2e.kube import (
+    Obj,
+    Objects,
+    SecretOverrides,
+    apply_fs_group,
+    claim_key,
+    dns_names,
+    dns_searches,
+    fill_volume,
+)
+from tests.e2e.podman import Podman, PodmanError
+
+GPU_RESOURCE = "nvidia.com/gpu"
+NVIDIA_MAJOR = 195  # the character-device major of /dev/nvidia*; Slurm only stats these files
+FAKE_NVIDIA_SMI = """#!/bin/sh
+# Stand-in for the driver's nvidia-smi: lists the GPUs the device-plugin stand-in gave this container.
+n=0
+for d in /dev/nvidia[0-9]*; do
+  [ -e "$d" ] || continue
+  echo "GPU $n: NVIDIA stand-in (UUID: GPU-00000000-0000-0000-0000-00000000000$n)"
+  n=$((n + 1))
+done
+"""
+
+
+@dataclass
+class PodInstance:
+    """A running pod: its Kubernetes name, podman names and address."""
+
+    name: str
+    podman_name: str
+    ip: str
+    spec: Obj
+    labels: dict[str, str]
+    sidecars: list[str] = field(default_factory=list)
+    main: list[str] = field(default_factory=list)
+    main_specs: dict[str, Obj] = field(default_factory=dict)
+    started: float = 0.0
+
+    def container(self, name: str | None = None) -> str:
+        """podman name of a main container (the first when ``name`` is None)."""
+        key = name or next(iter(self.main_specs))
+        return f"{self.podman_name}-{key}"
+
+
+@dataclass
+class PodOptions:
+    """Per-pod inputs that differ from the rendered objects (bad-input scenarios only)."""
+
+    secret_overrides: SecretOverrides = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """What deleting a pod did: the preStop hook's exit code and output, and how long each part took."""
+
+    prestop_rc: int | None
+    prestop_output: str
+    prestop_s: float
+    total_s: float
+
+
+class PodRunner:
+    """Creates and deletes pods from StatefulSet templates on one podman network."""
+
+    def __init__(
+        self,
+        podman: Podman,
+        objects: Objects,
+        network: str,
+        gateway: str,
+        allocate_ip: Callable[[], str],
+        image_for: Callable[[str], str],
+        rundir: Path,
+    ) -> None:
+        self.podman = podman
+        self.objects = objects
+        self.network = network
+        self.gateway = gateway
+        self.allocate_ip = allocate_ip
+        self.image_for = image_for
+        self.rundir = rundir
+        self.generation = 0
+
+    # ---------------------------------------------------------------------------------- create
+    def create(self, sts: Obj, ordinal: int, options: PodOptions | None = None) -> PodInstance:
+        """Start replica ``ordinal`` of StatefulSet ``sts``."""
+        opts = options or PodOptions()
+        meta, spec = sts["metadata"], sts["spec"]
+        name = f"{meta['name']}-{ordinal}"
+        namespace = meta.get("namespace", "default")
+        template = spec["template"]
+        pod_spec: Obj = template["spec"]
+        labels = dict(template["metadata"].get("labels", {}))
+        self.generation += 1
+        podman_name = f"{self.podman.prefix}-{name}-g{self.generation}"
+        ip = self.allocate_ip()
+        service = spec.get("serviceName")
+        aliases = dns_names(name, namespace, service, self.objects.services_selecting(labels))
+        searches, dns_options = dns_searches(namespace, pod_spec)
+        args = [
+            "pod", "create", "--name", podman_name, "--hostname", name, "--share", "net,uts,ipc",
+            "--network", self.network, "--ip", ip, "--dns", self.gateway,
+        ]  # fmt: skip
+        args += [f"--network-alias={a}" for a in aliases]
+        args += [f"--dns-search={s}" for s in searches] + [f"--dns-option={o}" for o in dns_options]
+        if service:  # kubelet's hosts file names the pod by its FQDN too
+            args += [f"--add-host={name}.{service}.{namespace}.svc.cluster.local:{ip}"]
+        self.podman.run(*args)
+        self.podman.pods.append(podman_name)
+        pod = PodInstance(name, podman_name, ip, pod_spec, labels, started=time.monotonic())
+        poddir = self.rundir / "pods" / podman_name
+        volumes = self._volumes(sts, ordinal, pod_spec, poddir, opts)
+        env_fields = {"metadata.name": name, "metadata.namespace": namespace, "status.podIP": ip,
+                      "spec.nodeName": "e2e-host", "spec.serviceAccountName": pod_spec.get("serviceAccountName", "")}  # fmt: skip
+        for init in pod_spec.get("initContainers", []):
+            cname = f"{podman_name}-{init['name']}"
+            sidecar = init.get("restartPolicy") == "Always"
+            run = self._container_args(pod, init, volumes, env_fields, poddir, detach=sidecar)
+            if sidecar:
+                self.podman.run(*run)
+                pod.sidecars.append(cname)
+                if "startupProbe" in init:
+                    self._wait_probe(cname, init["startupProbe"], f"{name}/{init['name']} startupProbe")
+            else:
+                proc = self.podman.run(*run, check=False, timeout=600)
+                if proc.returncode != 0:
+                    raise PodmanError(f"init container {name}/{init['name']} exited {proc.returncode}: {proc.stderr}")
+        for ctr in pod_spec["containers"]:
+            self.podman.run(*self._container_args(pod, ctr, volumes, env_fields, poddir, detach=True))
+            pod.main.append(f"{podman_name}-{ctr['name']}")
+            pod.main_specs[ctr["name"]] = ctr
+        return pod
+
+    def _volumes(
+        self, sts: Obj, ordinal: int, pod_spec: Obj, poddir: Path, opts: PodOptions
+    ) -> dict[str, tuple[Path, bool]]:
+        """Volume name -> (directory on this machine, read-only) for one pod."""
+        fs_group = (pod_spec.get("securityContext") or {}).get("fsGroup")
+        out: dict[str, tuple[Path, bool]] = {}
+        for vol in pod_spec.get("volumes", []):
+            vname = vol["name"]
+            if "emptyDir" in vol:
+                path = poddir / "empty" / vname
+                path.mkdir(parents=True)
+                os.chmod(path, 0o777)  # kubelet makes emptyDirs world-writable
+                ro = False
+            elif "persistentVolumeClaim" in vol:
+                key, shared = claim_key(self.objects, vol["persistentVolumeClaim"]["claimName"])
+                path, ro = self._claim_dir(key, fs_group if not shared else None), False
+            elif "hostPath" in vol:
+                # Never this machine's own paths: a stand-in node root, empty, one per cluster (the GPU
+                # driver directory of a GKE node, fabric device directories... exist on real nodes only).
+                path, ro = self.rundir / "node" / vol["hostPath"]["path"].lstrip("/"), False
+                path.mkdir(parents=True, exist_ok=True)
+            elif any(k in vol for k in ("configMap", "secret", "projected")):
+                path, ro = poddir / "cfg" / vname, True
+                fill_volume(path, vol, self.objects, opts.secret_overrides)
+                if fs_group is not None:
+                    apply_fs_group(path, fs_group, read_only=True)
+            else:
+                raise ValueError(f"volume {vname!r}: {sorted(vol)} is not supported by the harness")
+            if fs_group is not None and "emptyDir" in vol:
+                apply_fs_group(path, fs_group, read_only=False)
+            out[vname] = (path, ro)
+        for tmpl in sts["spec"].get("volumeClaimTemplates", []):
+            claim = f"{tmpl['metadata']['name']}-{sts['metadata']['name']}-{ordinal}"
+            out[tmpl["metadata"]["name"]] = (self._claim_dir(f"pvc-{claim}", fs_group), False)
+        return out
+
+    def _claim_dir(self, key: str, fs_group: int | None) -> Path:
+        path = self.rundir / "volumes" / key
+        if not path.exists():
+            path.mkdir(parents=True)
+            os.chmod(path, 0o755)
+            if fs_group is not None:
+                apply_fs_group(path, fs_group, read_only=False)
+        return path
+
+    def _container_args(
+        self, pod: PodInstance, ctr: Obj, volumes: Mapping[str, tuple[Path, bool]],
+        env_fields: Mapping[str, str], poddir: Path, detach: bool,
+    ) -> list[str]:  # fmt: skip
+        name = f"{pod.podman_name}-{ctr['name']}"
+        args = ["run", "--pod", pod.podman_name, "--name", name, "--log-opt", "max-size=20mb"]
+        args += ["-d", "--restart", "always"] if detach else []
+        psc = pod.spec.get("securityContext") or {}
+        sc = {
+            **{k: v for k, v in psc.items() if k in ("runAsUser", "runAsGroup", "runAsNonRoot")},
+            **(ctr.get("securityContext") or {}),
+        }
+        user, group = sc.get("runAsUser"), sc.get("runAsGroup")
+        if user is not None:
+            args += ["--user", f"{user}:{group if group is not None else user}"]
+        if sc.get("runAsNonRoot") and not user:
+            raise ValueError(f"{name}: runAsNonRoot without a non-zero runAsUser would not start")
+        for gid in [*psc.get("supplementalGroups", []), *([psc["fsGroup"]] if "fsGroup" in psc else [])]:
+            args += ["--group-add", str(gid)]
+        if sc.get("privileged"):
+            args.append("--privileged")
+        else:
+            caps = sc.get("capabilities") or {}
+            args += [f"--cap-drop={c}" for c in caps.get("drop", [])] + [f"--cap-add={c}" for c in caps.get("add", [])]
+            if sc.get("allowPrivilegeEscalation") is False:
+                args += ["--security-opt", "no-new-privileges"]
+        limits = (ctr.get("resources") or {}).get("limits") or {}
+        if "memory" in limits:
+            args += ["--memory", _bytes(limits["memory"])]
+        if "cpu" in limits:
+            args += ["--cpus", str(_cpus(limits["cpu"]))]
+        for env in ctr.get("env", []):
+            if "value" in env:
+                args += ["--env", f"{env['name']}={env['value']}"]
+            elif "fieldRef" in env.get("valueFrom", {}):
+                args += ["--env", f"{env['name']}={env_fields[env['valueFrom']['fieldRef']['fieldPath']]}"]
+            else:
+                raise ValueError(f"{name}: env {env['name']} source {env.get('valueFrom')} is not supported")
+        for mount in ctr.get("volumeMounts", []):
+            host, ro = volumes[mount["name"]]
+            src = host / mount["subPath"] if mount.get("subPath") else host
+            args += ["--volume", f"{src}:{mount['mountPath']}:{'ro' if ro or mount.get('readOnly') else 'rw'}"]
+        gpus = int(limits.get(GPU_RESOURCE, 0))
+        if gpus:
+            args += self._gpu_standin(poddir / "gpu" / ctr["name"], gpus)
+        command, cargs = ctr.get("command"), ctr.get("args", [])
+        if command:
+            args += ["--entrypoint", json.dumps(command)]
+        return [*args, self.image_for(ctr["image"]), *cargs]
+
+    @staticmethod
+    def _gpu_standin(path: Path, count: int) -> list[str]:
+        """What the NVIDIA device plugin and container toolkit give a GPU container, as stand-ins:
+        ``count`` character devices with NVIDIA's major number (never opened) and an nvidia-smi listing them."""
+        path.mkdir(parents=True)
+        flags = []
+        for i in range(count):
+            dev = path / f"nvidia{i}"
+            os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, i))
+            flags += ["--volume", f"{dev}:/dev/nvidia{i}"]
+        smi = path / "nvidia-smi"
+        smi.write_text(FAKE_NVIDIA_SMI, encoding="utf-8")
+        os.chmod(smi, 0o755)
+        return [*flags, "--volume", f"{smi}:/usr/bin/nvidia-smi:ro"]
+
+    # ---------------------------------------------------------------------------------- probes
+    def probe(self, container: str, probe: Obj) -> bool:
+        """Run an exec or tcpSocket probe once inside ``container``."""
+        timeout = float(probe.get("timeoutSeconds", 1)) + 5
+        if "exec" in probe:
+            cmd = probe["exec"]["command"]
+        elif "tcpSocket" in probe:
+            port = probe["tcpSocket"]["port"]
+            cmd = ["python3", "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), 2)"]
+        else:
+            raise ValueError(f"probe {sorted(probe)} is not supported by the harness")
+        try:
+            return self.podman.run("exec", container, *cmd, check=False, timeout=timeout).returncode == 0
+        except PodmanError:
+            return False
+
+    def _wait_probe(self, container: str, probe: Obj, what: str) -> None:
+        period = float(probe.get("periodSeconds", 10))
+        tries = int(probe.get("failureThreshold", 3))
+        # Polled faster than periodSeconds (the pod is only ready sooner), but never more often than 4/s.
+        interval = min(period, 0.25)
+        deadline = time.monotonic() + period * tries
+        while time.monotonic() < deadline:
+            if self.probe(container, probe):
+                return
+            time.sleep(interval)
+        logs = self.podman.run("logs", "--tail", "20", container, check=False).stdout
+        raise PodmanError(f"{what} did not pass within {period * tries:.0f}s; last log lines:\n{logs}")
+
+    # ---------------------------------------------------------------------------------- delete
+    def delete(self, pod: PodInstance) -> DeleteResult:
+        """Delete a pod as kubelet would: preStop hooks, SIGTERM to main containers, then to sidecars."""
+        t0 = time.monotonic()
+        grace = float(pod.spec.get("terminationGracePeriodSeconds", 30))
+        prestop_rc: int | None = None
+        output = ""
+        for cname, ctr in pod.main_specs.items():
+            hook = ((ctr.get("lifecycle") or {}).get("preStop") or {}).get("exec")
+            if hook:
+                proc = self.podman.run(
+                    "exec", f"{pod.podman_name}-{cname}", *hook["command"], check=False, timeout=grace + 30
+                )
+                prestop_rc, output = proc.returncode, proc.stdout + proc.stderr
+        prestop_s = time.monotonic() - t0
+        remaining = max(2, int(grace - prestop_s))
+        for cname in pod.main:
+            self.podman.run("stop", "--time", str(remaining), cname, check=False, timeout=remaining + 60)
+        for cname in reversed(pod.sidecars):
+            self.podman.run("stop", "--time", "5", cname, check=False, timeout=65)
+        self.podman.remove_pod(pod.podman_name)
+        shutil.rmtree(self.rundir / "pods" / pod.podman_name, ignore_errors=True)
+        return DeleteResult(prestop_rc, output, prestop_s, time.monotonic() - t0)
+
+
+def _bytes(quantity: str) -> str:
+    """A Kubernetes memory quantity as podman's --memory value."""
+    units = {"Ki": "k", "Mi": "m", "Gi": "g", "Ti": "t"}
+    for suffix, unit in units.items():
+        if quantity.endswith(suffix):
+            return quantity[: -len(suffix)] + unit
+    return quantity
+
+
+def _cpus(quantity: str) -> float:
+    return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
+
+
+__all__ = ["DeleteResult", "PodInstance", "PodOptions", "PodRunner"]

@@ -1,0 +1,129 @@
+"""A declaration rendered into the objects the harness runs, by the library's own builders.
+
+The objects are what ``build_manifests`` returns for the validated plan and the rendered Slurm files:
+the same call the SlurmCluster component makes, with the secret values the component would generate
+at deploy time (munge key, ...) supplied by the harness. Every change the harness makes on top is a
+named stand-in, printed with the run, never a silent edit:
+
+* ``image.slurmVersion`` is set to the Slurm the test image carries (the renderer is version-aware);
+* where a declared node is larger than this machine (GPU-shaped pools), slurm.conf gets
+  ``SlurmdParameters=config_overrides`` so slurmctld keeps the declared hardware rather than draining a
+  2-core container that registers as a 208-core VM;
+* GPUs: see :mod:`tests.e2e.pods` (device-plugin stand-in).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from slonk_infra.kube.manifests import KubeInputs, build_manifests
+from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.slurm import SlurmFiles, render_slurm_files
+from slonk_infra.stacks import load_declaration
+from tests.e2e.kube import Obj, Objects
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+DECLARATIONS = {
+    "local": REPO / "stacks" / "Pulumi.local.yaml",
+    "gpu-shaped": HERE / "Pulumi.gpu-shaped.yaml",
+}
+
+
+@dataclass
+class ClusterSecrets:
+    """Secret values the component generates at deploy time (Pulumi random resources), made here once."""
+
+    munge_key: bytes = field(default_factory=lambda: secrets.token_bytes(1024))
+    jwt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+
+    def kube_inputs(self, plan: ClusterPlan) -> KubeInputs:
+        """The inputs the SlurmCluster component hands build_manifests, with these values."""
+        return KubeInputs(
+            munge_key_b64=base64.b64encode(self.munge_key).decode(),
+            jwt_key_b64=base64.b64encode(self.jwt_key).decode(),
+            pin_to_pools=plan.declaration.cloud != "local",
+        )
+
+
+@dataclass
+class Rendered:
+    """One render of a declaration: plan, Slurm files, objects, and the stand-ins applied."""
+
+    name: str
+    raw: dict[str, Any]
+    plan: ClusterPlan
+    files: SlurmFiles
+    objects: Objects
+    standins: list[str]
+
+    def statefulsets(self) -> list[Obj]:
+        """Worker, controller and login StatefulSets (the in-cluster NFS server is not run: see docs)."""
+        return [s for s in self.objects.of_kind("StatefulSet") if not _is_nfs_server(s)]
+
+
+def _is_nfs_server(sts: Obj) -> bool:
+    return bool(sts["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "nfs")
+
+
+def _machine() -> tuple[int, int]:
+    """CPUs and memory (MiB) of this machine."""
+    with open("/proc/meminfo", encoding="utf-8") as f:
+        kib = int(next(line for line in f if line.startswith("MemTotal:")).split()[1])
+    return os.cpu_count() or 1, kib // 1024
+
+
+def _set_conf(objects: Objects, cm: str, key: str, edit: Callable[[str], str]) -> None:
+    data = objects.get("ConfigMap", cm)["data"]
+    data[key] = edit(data[key])
+
+
+def render(
+    name: str,
+    slurm_version: str,
+    cluster_secrets: ClusterSecrets,
+    mutate: Callable[[dict[str, Any]], None] | None = None,
+) -> Rendered:
+    """Render declaration ``name`` (see :data:`DECLARATIONS`) for an image carrying ``slurm_version``."""
+    raw = copy.deepcopy(load_declaration(str(DECLARATIONS[name])))
+    standins: list[str] = []
+    declared = raw["image"]["slurmVersion"]
+    raw["image"] = {**raw["image"], "slurmVersion": slurm_version}
+    if declared != slurm_version:
+        standins.append(f"image.slurmVersion {declared} -> {slurm_version} (the Slurm the test image carries)")
+    if mutate:
+        mutate(raw)
+    plan = build_plan(raw)
+    files = render_slurm_files(plan)
+    objects = Objects(build_manifests(plan, files, cluster_secrets.kube_inputs(plan)))
+    cpus, mem = _machine()
+    big = [g.name for g in plan.groups if g.shape.cpus > cpus or g.shape.real_memory_mib > mem]
+    if big:
+        _set_conf(objects, "slurm-config", "slurm.conf", lambda t: t + "SlurmdParameters=config_overrides\n")
+        standins.append(
+            f"slurm.conf + SlurmdParameters=config_overrides: {', '.join(big)} declare more CPUs/memory "
+            f"than this {cpus}-CPU machine"
+        )
+    gpu_groups = [g.name for g in plan.groups if g.kube_resource]
+    if gpu_groups:
+        standins.append(
+            f"{', '.join(gpu_groups)}: GPU limits served by a device-plugin stand-in "
+            "(character devices, major 195, never opened; an nvidia-smi that lists them)"
+        )
+    if not Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        conf = objects.get("ConfigMap", "slurm-config")["data"].get("cgroup.conf", "")
+        if re.search(r"^CgroupPlugin=cgroup/v2$", conf, re.M):
+            _set_conf(
+                objects, "slurm-config", "cgroup.conf",
+                lambda t: re.sub(r"^CgroupPlugin=cgroup/v2$", "CgroupPlugin=autodetect", t, flags=re.M),
+            )  # fmt: skip
+            standins.append("cgroup.conf CgroupPlugin=cgroup/v2 -> autodetect (this machine mounts cgroup v1)")
+    return Rendered(name, raw, plan, files, objects, standins)

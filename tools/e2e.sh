@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The container tier: builds the image (images/Dockerfile + images/install.sh on a debootstrap'd Debian
+# base), runs the rendered pods of the local and the GPU-shaped stack as podman pods and drives the
+# scenarios of docs/containers.md. Prints one line per scenario and `e2e: N passed, N failed`.
+# Run as root on Debian bookworm; installs what it needs. Arguments go to `python3 -m tests.e2e`
+# (e.g. --declaration local --only 3). The base root filesystem is cached in ~/.cache/slonk-infra/e2e.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+die() { echo "e2e: ERROR: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "must run as root (podman networks, privileged worker pods)"
+
+# netavark + aardvark-dns: pod DNS names; iptables: netavark's bridge rules; catatonit: podman's pod
+# pause process; runc: crun fails on this kind of machine (see docs/containers.md).
+PKGS=(podman buildah runc iptables catatonit uidmap netavark aardvark-dns debootstrap)
+missing=()
+for p in "${PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "e2e: installing ${missing[*]}" >&2
+    apt-get update
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import slonk_infra' 2>/dev/null; then
+    "$PYTHON" -m pip install --quiet -e .
+fi
+# The harness removes what it created on SIGTERM; the limit keeps a hung run from holding CI.
+exec timeout --signal=TERM --kill-after=120 "${SLONK_E2E_TIMEOUT:-1800}" "$PYTHON" -m tests.e2e "$@"
