@@ -323,6 +323,89 @@ class HealthArgs(TypedDict):
     """The last resort for identity. Default: /etc/machine-id."""
 
 
+class SignalsArgs(TypedDict):
+    """Which Kubernetes node states drain the Slurm node (besides a person's cordon and health verdicts)."""
+
+    termination_taints: NotRequired[list[str]]
+    """Taint keys meaning the machine is about to go away (GKE, EKS, autoscalers)."""
+    maintenance_taints: NotRequired[list[str]]
+    """Taint keys meaning host maintenance runs."""
+    maintenance_labels: NotRequired[dict[str, str]]
+    """Label key -> value meaning host maintenance runs ('' matches any value)."""
+    scheduled_maintenance_label: NotRequired[str]
+    """Label holding the Unix time of announced host maintenance ('' to ignore it). Default: cloud.google.com/scheduled-maintenance-time."""
+    scheduled_maintenance_lead_seconds: NotRequired[int]
+    """Drain this long before announced maintenance starts, so running jobs can end (0: never). Default: 3600."""
+    failing_conditions: NotRequired[list[str]]
+    """Node condition types that drain the Slurm node when their status is not True."""
+
+
+class RemediationArgs(TypedDict):
+    """What the controller may do to a drained, idle node whose health verdict asks for an action."""
+
+    enabled: NotRequired[bool]
+    """Act on verdicts (false: only drain and report). Default: True."""
+    max_actions_per_window: NotRequired[int]
+    """Pod restarts plus machine replacements allowed per window, cluster-wide. Default: 4."""
+    window_seconds: NotRequired[int]
+    """Length of the rate-limit window. Default: 600."""
+    max_pool_fraction: NotRequired[float]
+    """Most of a pool under remediation at once (rounded down, but at least one node). Default: 0.1."""
+    repeat_window_seconds: NotRequired[int]
+    """A machine (fingerprint) that fails again this soon after a remediation is kept out. Default: 604800."""
+    timeout_seconds: NotRequired[int]
+    """A remediation not finished after this long needs a person. Default: 1800."""
+
+
+class OperationsArgs(TypedDict):
+    """The Slurm <-> Kubernetes state-sync and remediation controller (one Deployment)."""
+
+    enabled: NotRequired[bool]
+    """Deploy the controller. Default: False."""
+    image: NotRequired[str]
+    """Controller image (default: the cluster's one image)."""
+    interval_seconds: NotRequired[float]
+    """Seconds between sync ticks. Default: 15.0."""
+    slurmrestd_url: NotRequired[str]
+    """slurmrestd address: http://host:port or unix:/path (default: the cluster's slurmrestd Service)."""
+    jwt_key_file: NotRequired[str]
+    """HS256 key slurmctld checks tokens with (the slurm-jwt Secret, mounted read-only). Default: /etc/slonk-ops/jwt/jwt_hs256.key."""
+    slurm_user: NotRequired[str]
+    """User the controller's tokens name; must be SlurmUser or root to change node states. Default: slurm."""
+    token_lifetime_seconds: NotRequired[int]
+    """Lifetime of each token the controller signs. Default: 3600."""
+    scontrol_fallback: NotRequired[bool]
+    """Change node states with scontrol (token auth) when slurmrestd has no node update (22.05). Default: True."""
+    reason_prefix: NotRequired[str]
+    """Prefix of every drain reason the controller writes; only such drains are ever lifted. Default: slonk:."""
+    owned_reason_prefixes: NotRequired[list[str]]
+    """Other drain-reason prefixes the controller may take over (the health checker's)."""
+    worker_selector: NotRequired[str]
+    """Label selector of the worker pods (one per Slurm node, named like it). Default: app.kubernetes.io/name=slurm,app.kubernetes.io/component=worker."""
+    node_selector: NotRequired[str]
+    """Label selector of the Kubernetes nodes to list ('' all)."""
+    signals: NotRequired[SignalsArgs]
+    """Kubernetes states that drain."""
+    remediation: NotRequired[RemediationArgs]
+    """Remediation limits."""
+    state_dir: NotRequired[str]
+    """Volume for the controller's memory (state.json) and the job hardware record (jobs.jsonl). Default: /var/lib/slonk-ops."""
+    state_volume_gib: NotRequired[int]
+    """Size of the state volume. Default: 1."""
+    metrics_port: NotRequired[int]
+    """Port of the Prometheus endpoint. Default: 8000."""
+    service_monitor: NotRequired[bool]
+    """Declare a ServiceMonitor (needs the Prometheus operator's CRDs). Default: False."""
+    scrape_interval: NotRequired[str]
+    """ServiceMonitor scrape interval. Default: 30s."""
+    cpu_request: NotRequired[str]
+    """CPU request of the controller container. Default: 100m."""
+    memory_request: NotRequired[str]
+    """Memory request of the controller container. Default: 256Mi."""
+    memory_limit: NotRequired[str]
+    """Memory limit of the controller container. Default: 1Gi."""
+
+
 class ClusterArgs(TypedDict):
     """A whole Slurm-on-Kubernetes cluster, declared once for any cloud."""
 
@@ -356,3 +439,5 @@ class ClusterArgs(TypedDict):
     """AWS settings (cloud: aws)."""
     health: NotRequired[HealthArgs]
     """Node health-check thresholds (slonk-health at pod start, on Slurm's interval, in prolog/epilog); GPU and TPU counts per node come from the catalog."""
+    operations: NotRequired[OperationsArgs]
+    """The operations controller (Slurm <-> Kubernetes state sync, remediation, metrics); off by default, needs slurm.restApi."""

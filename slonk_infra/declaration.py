@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from slonk_infra.catalog import Cloud, PoolKind
 from slonk_infra.health.config import HealthSpec
+from slonk_infra.ops.config import OperationsSpec
 
 DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # OCI distribution reference: [registry[:port]/]path[:tag][@sha256:<64 hex>]
@@ -310,6 +311,11 @@ class ClusterDeclaration(Model):
         default_factory=HealthSpec,
         description="Node health-check thresholds (slonk-health at pod start, on Slurm's interval, in prolog/epilog); "
         "GPU and TPU counts per node come from the catalog.",
+    )
+    operations: OperationsSpec = Field(
+        default_factory=OperationsSpec,
+        description="The operations controller (Slurm <-> Kubernetes state sync, remediation, metrics); "
+        "off by default, needs slurm.restApi.",
     )
 
 

@@ -27,6 +27,12 @@ def with_rest_api(raw: dict[str, Any]) -> None:
     raw.setdefault("slurm", {})["restApi"] = True
 
 
+def without_rest_api(raw: dict[str, Any]) -> None:
+    """Declaration edit: no slurmrestd, and so no operations controller."""
+    raw.setdefault("slurm", {})["restApi"] = False
+    raw.pop("operations", None)
+
+
 def files_for(plan: ClusterPlan) -> SlurmFiles:
     """The Slurm files of a plan."""
     return render_slurm_files(plan)

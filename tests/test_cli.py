@@ -175,10 +175,13 @@ def test_check_groups_repeated_violations_per_policy_and_resource(tmp_path: Path
     assert grouped.exit_code == listed.exit_code == 1
     every = [line for line in listed.output.splitlines() if line.startswith("[mandatory]")]
     lines = [line for line in grouped.output.splitlines() if line.startswith("[mandatory]")]
-    # Every Slurm StatefulSet runs the image twice (munged init container and the main container).
-    statefulsets = {line.split(" container ")[0].split(" init")[0] for line in every}
-    assert len(every) == 2 * len(statefulsets) and len(lines) == len(statefulsets)
-    assert all(line.endswith("(x2 on this resource; --all lists each)") for line in lines)
+    # Every Slurm StatefulSet runs the image twice (munged init container and the main container);
+    # slurmrestd's Deployment once.
+    resources = {line.split(" container ")[0].split(" init")[0] for line in every}
+    statefulsets = {r for r in resources if " StatefulSet " in r}
+    assert len(lines) == len(resources)
+    assert len(every) == 2 * len(statefulsets) + len(resources - statefulsets)
+    assert sum(line.endswith("(x2 on this resource; --all lists each)") for line in lines) == len(statefulsets)
     verdict = f"gcp: FAILED - {len(every)} mandatory, 0 advisory violation(s)"
     assert verdict in grouped.output and verdict in listed.output
 

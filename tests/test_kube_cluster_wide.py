@@ -7,7 +7,7 @@ from slonk_infra.kube import cluster_wide, names
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.manifests import build_manifests
 from slonk_infra.kube.pod import Obj
-from tests.kube_support import files_for, find, matches, plan_for, with_rest_api
+from tests.kube_support import files_for, find, matches, plan_for, with_rest_api, without_rest_api
 
 
 def _pod_labels(objs: list[Obj]) -> dict[str, dict[str, str]]:
@@ -82,7 +82,7 @@ def test_config_maps_split_topology_from_config_and_hold_the_scripts() -> None:
 
 
 def test_keys_only_in_secrets_and_the_jwt_key_only_with_the_rest_api() -> None:
-    plan = plan_for("gcp")
+    plan = plan_for("gcp", without_rest_api)
     [munge] = cluster_wide.secrets(plan, KubeInputs(munge_key_b64="S0VZ"))
     assert munge["metadata"]["name"] == names.MUNGE_SECRET and munge["data"] == {names.MUNGE_KEY_FILE: "S0VZ"}
     rest = plan_for("gcp", with_rest_api)

@@ -9,7 +9,7 @@ from slonk_infra.kube import controller, names
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import config_hash
 from slonk_infra.slurm import paths
-from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api
+from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api, without_rest_api
 
 
 def test_one_replica_rolled_on_config_change_with_the_config_hash() -> None:
@@ -76,7 +76,7 @@ def test_state_claim_size_and_storage_class_come_from_the_declaration() -> None:
 
 
 def test_jwt_key_projected_only_with_the_rest_api() -> None:
-    plain = plan_for("gcp")
+    plain = plan_for("gcp", without_rest_api)
     vol = next(
         v
         for v in controller.statefulset(plain, files_for(plain), KubeInputs())["spec"]["template"]["spec"]["volumes"]

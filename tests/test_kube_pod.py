@@ -17,7 +17,12 @@ STACKS = ["local", "gcp", "aws"]
 
 def _workloads(stack: str) -> list[Obj]:
     plan = plan_for(stack, with_rest_api)
-    return [o for o in build_manifests(plan, files_for(plan)) if o["kind"] in ("StatefulSet", "Deployment")]
+    # The Slurm pods (the operations controller is its own application, with its own account).
+    return [
+        o
+        for o in build_manifests(plan, files_for(plan))
+        if o["kind"] in ("StatefulSet", "Deployment") and o["metadata"]["labels"].get(names.NAME_LABEL) == names.APP
+    ]
 
 
 def _containers(spec: Obj) -> list[Obj]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from slonk_infra.kube import names, restapi
 from slonk_infra.kube.manifests import build_manifests
 from slonk_infra.slurm import paths
-from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api
+from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api, without_rest_api
 
 
 def test_nothing_without_the_rest_api() -> None:
-    plan = plan_for("gcp")
+    plan = plan_for("gcp", without_rest_api)
     assert restapi.rest_api(plan) == []
     assert not [o for o in build_manifests(plan, files_for(plan)) if o["metadata"]["name"] == names.RESTAPI]
 

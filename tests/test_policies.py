@@ -450,7 +450,8 @@ def configmap(data: dict[str, str] | None = None, binary: dict[str, str] | None 
 
 def test_shipped_configmaps_hold_no_secrets(gcp: list[Registration]) -> None:
     maps = [r for r in gcp if r.type == CM]
-    assert len(maps) == 3
+    # slurm config, topology and scripts, and the operations controller's settings.
+    assert len(maps) == 4
     for reg in maps:
         assert run_resource(P.no_secrets_in_configmaps, CM, reg.inputs) == []
 
@@ -652,7 +653,7 @@ def test_config_all_sets_every_level_and_schema_defaults_apply() -> None:
 
 def test_every_policy_is_documented_and_explains_the_fix() -> None:
     docs = (REPO / "docs" / "policies.md").read_text()
-    assert len({p.name for p in ALL_POLICIES}) == len(ALL_POLICIES) == 11
+    assert len({p.name for p in ALL_POLICIES}) == len(ALL_POLICIES) == 12
     for policy in ALL_POLICIES:
         assert policy.description and policy.remediation_steps and policy.enforcement_level
         assert f"`{policy.name}`" in docs

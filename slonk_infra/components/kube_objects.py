@@ -36,6 +36,12 @@ def declare(
 ) -> pulumi.CustomResource:
     """Declare ``obj`` as a resource. Top-level fields become keyword arguments of the typed class, so a
     misspelt top-level field raises TypeError; nested fields keep Kubernetes' camelCase."""
+    if obj["apiVersion"] not in _MODULES:
+        # A custom resource (the Prometheus operator's ServiceMonitor): the generic class.
+        rest = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        return k8s.apiextensions.CustomResource(
+            resource_name, api_version=obj["apiVersion"], kind=obj["kind"], opts=opts, **rest
+        )
     cls = resource_class(obj["apiVersion"], obj["kind"])
     kwargs = {_snake(k): v for k, v in obj.items() if k not in ("apiVersion", "kind")}
     return cls(resource_name, opts=opts, **kwargs)

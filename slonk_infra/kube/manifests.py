@@ -17,6 +17,7 @@ from slonk_infra.kube import cluster_wide, controller, login, restapi, storage, 
 from slonk_infra.kube.inputs import ClusterIPOf, KubeInputs
 from slonk_infra.kube.names import COMPONENT, CONFIG_HASH, GROUP_LABEL
 from slonk_infra.kube.pod import Obj
+from slonk_infra.ops.manifests import operations_objects
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles
 
@@ -43,4 +44,17 @@ def build_manifests(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | N
         *restapi.rest_api(plan),
         *[worker.statefulset(plan, g, inp) for g in plan.groups],
         *cluster_wide.disruption_budgets(plan),
+        *_operations(plan),
     ]
+
+
+def _operations(plan: ClusterPlan) -> list[Obj]:
+    """The operations controller's objects (none unless ``operations.enabled``)."""
+    decl = plan.declaration
+    return operations_objects(
+        decl.operations,
+        plan.namespace,
+        decl.image.reference,
+        rest_api=decl.slurm.rest_api,
+        storage_class=plan.claim_storage_class,
+    )

@@ -158,6 +158,14 @@ def check_tpu_env(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], probl
             )
 
 
+def check_operations(decl: ClusterDeclaration, problems: Problems) -> None:
+    """The operations controller talks to Slurm through slurmrestd, so it needs the REST API."""
+    if decl.operations.enabled and not decl.slurm.rest_api:
+        problems.add(
+            "operations.enabled", "true needs slurm.restApi: true (the controller reads Slurm through slurmrestd)"
+        )
+
+
 def check_version(decl: ClusterDeclaration, version: SlurmVersion, problems: Problems) -> None:
     """The image's Slurm is supported and has what the chosen topology needs."""
     minimum = SlurmVersion(*MIN_SUPPORTED)

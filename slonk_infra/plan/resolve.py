@@ -218,6 +218,7 @@ def build_plan(raw: Mapping[str, Any] | ClusterDeclaration, catalog: Catalog | N
     checks.check_names(decl, groups, problems)
     checks.check_storage(decl, problems)
     checks.check_cloud(decl, problems)
+    checks.check_operations(decl, problems)
     checks.check_fabrics(decl, groups, problems)
     checks.check_tpu_env(decl, groups, problems)
     version = SlurmVersion.parse(decl.image.slurm_version)

@@ -21,6 +21,7 @@ from slonk_infra.policy.gpu_request_matches_gres import gpu_request_matches_gres
 from slonk_infra.policy.no_floating_image_tags import no_floating_image_tags
 from slonk_infra.policy.no_secrets_in_configmaps import no_secrets_in_configmaps
 from slonk_infra.policy.privileged_only_where_needed import privileged_only_where_needed
+from slonk_infra.policy.rbac_least_privilege import rbac_least_privilege
 from slonk_infra.policy.stateful_resources_protected import stateful_resources_protected
 from slonk_infra.policy.tpu_slice_shape import tpu_slice_shape
 from slonk_infra.policy.uniform_cuda_image import uniform_cuda_image
@@ -41,6 +42,7 @@ ALL_POLICIES: list[Policy] = [
     worker_graceful_drain,
     no_floating_image_tags,
     claims_name_a_storage_class,
+    rbac_least_privilege,
 ]
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "no_floating_image_tags",
     "no_secrets_in_configmaps",
     "privileged_only_where_needed",
+    "rbac_least_privilege",
     "stateful_resources_protected",
     "tpu_slice_shape",
     "uniform_cuda_image",

@@ -28,6 +28,7 @@ PASSWORD_LINE_RE = re.compile(
     r"(?im)^\s*(?:export\s+)?[\w.-]*(?:password|passwd|storagepass|secret_?key|api_?key|token)[\w.-]*\s*[=:]\s*"
     r"(?P<value>['\"]?[^\s'\"$/<{][^\s'\"]{3,})"
 )
+NOT_A_SECRET_RE = re.compile(r"(?i)^(?:\d+(?:\.\d+)?[smhd]?|true|false|yes|no|null)$")
 CERTIFICATE_BLOCK_RE = re.compile(r"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", re.DOTALL)
 BASE64_LINE_RE = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
 BASE64_RUN_RE = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
@@ -81,6 +82,8 @@ def scan_text(key: str, text: str, max_blob_chars: int, min_entropy: float) -> l
     if AWS_KEY_RE.search(text):
         found.append(Finding(key, "contains an AWS access key id"))
     for match in PASSWORD_LINE_RE.finditer(text):
+        if NOT_A_SECRET_RE.match(match.group("value").strip("'\"")):
+            continue  # a number or a boolean (tokenLifetimeSeconds: 3600) holds no credential
         line_no = text.count("\n", 0, match.start()) + 1
         setting = match.group(0).strip().split("=", 1)[0].split(":", 1)[0].strip()
         found.append(Finding(key, f"line {line_no} sets {setting} to a literal value ({redact(match.group('value'))})"))
