@@ -30,6 +30,8 @@ from slonk_infra.health.context import MODES, CheckContext, Mode
 from slonk_infra.health.drain import drain
 from slonk_infra.health.identity import fingerprint
 from slonk_infra.health.nvml import Backend, Nvml, NvmlError, RecordingBackend, ReplayBackend
+from slonk_infra.health.publish import compact_verdict
+from slonk_infra.health.publish import publish as publish_verdict
 from slonk_infra.health.result import EXIT_USAGE, DrainOutcome, Fingerprint, HealthReport
 from slonk_infra.health.runner import plan, run_checks
 from slonk_infra.health.verdict import human_lines, overall, reason_for_drain
@@ -91,6 +93,12 @@ def _write(path: Path, text: str) -> None:
 @click.option("--check", "only", multiple=True, help="Run only this check (repeatable).")
 @click.option("--skip", multiple=True, help="Leave this check out (repeatable).")
 @click.option("--drain/--no-drain", default=False, show_default=True, help="Drain the Slurm node on failure.")
+@click.option(
+    "--publish/--no-publish",
+    default=False,
+    show_default=True,
+    help="Write the verdict into the Slurm node's Comment, where the operations controller reads it.",
+)
 @click.option("--node-name", help="Slurm node name (default: SLURMD_NODENAME, else the host name).")
 @click.option("--scontrol", default="scontrol", show_default=True, help="scontrol to drain with.")
 @click.option("--instance-id", help="Cloud instance id, for identity when there are no GPUs.")
@@ -107,6 +115,7 @@ def command(
     only: tuple[str, ...],
     skip: tuple[str, ...],
     drain: bool,
+    publish: bool,
     node_name: str | None,
     scontrol: str,
     instance_id: str | None,
@@ -126,6 +135,7 @@ def command(
         only=only,
         skip=skip,
         want_drain=drain,
+        want_publish=publish,
         node=resolve_node_name(node_name),
         scontrol=scontrol,
         instance_id=instance_id,
@@ -145,6 +155,7 @@ def run(
     skip: tuple[str, ...],
     want_drain: bool,
     node: str,
+    want_publish: bool = False,
     scontrol: str,
     instance_id: str | None,
     report_file: Path | None,
@@ -211,6 +222,10 @@ def run(
         skipped=skipped,
         drain=outcome,
     )
+    if want_publish:
+        failed = publish_verdict(node, compact_verdict(report), scontrol=scontrol)
+        if failed:
+            click.echo(f"slonk-health: could not publish the verdict on {node}: {failed}", err=True)
     return _emit(report, report_file)
 
 
