@@ -73,6 +73,13 @@ class Dranet(_Frozen):
     source: str = Field(description="Where this comes from.")
 
 
+class SidecarRequests(_Frozen):
+    """What a fabric sidecar requests (it comes off slurmd's share of the node)."""
+
+    cpu_m: int = Field(ge=0, description="CPU request in millicores.")
+    memory_mib: int = Field(ge=0, description="Memory request in MiB.")
+
+
 class Sidecar(_Frozen):
     """A container the worker pod runs beside slurmd for the fabric."""
 
@@ -80,6 +87,8 @@ class Sidecar(_Frozen):
     image: str = Field(description="Image reference.")
     command: tuple[str, ...] = Field(description="Command.")
     capabilities: tuple[str, ...] = Field(default=(), description="Linux capabilities added.")
+    requests: SidecarRequests = Field(description="CPU and memory requests of the sidecar.")
+    requests_estimate: bool = Field(default=False, description="Whether the requests are an estimate.")
     env: dict[str, str] = Field(default_factory=dict, description="Environment.")
     mounts: tuple[HostMount, ...] = Field(default=(), description="Host paths mounted.")
     extra_devices: tuple[str, ...] = Field(default=(), description="Devices injected besides one /dev/nvidiaN per GPU.")

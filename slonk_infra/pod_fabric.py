@@ -94,7 +94,11 @@ def fabric_pod_parts(machine: MachineType, catalog: Catalog | None = None) -> Fa
                 "name": side.name,
                 "image": side.image,
                 "command": list(side.command),
+                "imagePullPolicy": "Always",
                 "env": [{"name": k, "value": v} for k, v in sorted(side.env.items())],
+                "resources": {
+                    "requests": {"cpu": f"{side.requests.cpu_m}m", "memory": f"{side.requests.memory_mib}Mi"}
+                },
                 # Not privileged: the NRI device injector hands it the GPUs, these two capabilities
                 # let it program the NICs (GKE's GPUDirect-TCPXO guide).
                 "securityContext": {"capabilities": {"add": list(side.capabilities)}},

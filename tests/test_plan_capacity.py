@@ -14,7 +14,7 @@ from typing import NamedTuple
 import pytest
 
 from slonk_infra.catalog import load_catalog
-from slonk_infra.plan import MUNGED, def_mem_per_cpu, node_budget, node_shape
+from slonk_infra.plan import MUNGED, def_mem_per_cpu, node_budget, node_shape, worker_sidecars
 
 
 class Expected(NamedTuple):
@@ -24,6 +24,7 @@ class Expected(NamedTuple):
     real_memory_mib: int
     cpus: int
     def_mem_per_cpu: int
+    fabric_sidecar_mib: int = 0
 
 
 # GKE memory tiers on capacity: 25% of 4096 = 1024; 20% of 4096 = 819.2; 10% of 8192 = 819.2;
@@ -32,14 +33,16 @@ class Expected(NamedTuple):
 # 60 + 10 + 5 x 2 + 2.5 per core above 4 (millicores). munged requests 50m / 64 Mi in every pod.
 # GKE system pods on every node: 875m / 1830 Mi; + GPU device plugin 50m / 100 Mi; + TCPXO
 # installer and NRI injector 300m; + TPU device plugin 100m / 200 Mi. EKS: 385m / 680 Mi; + NVIDIA
-# plugin 50m / 100 Mi; + EFA plugin 10m / 20 Mi; + EFS CSI node 30m / 120 Mi.
+# plugin 50m / 100 Mi; + EFA plugin 10m / 20 Mi; + EFS CSI node 30m / 120 Mi. A3 Mega's pods also run
+# the TCPXO receive-datapath daemon, 200m / 512 Mi (fabrics.yaml).
 TABLE: dict[str, Expected] = {
     # 1872 GiB = 1916928 MiB; gap 3% -> capacity floor(1859420.16) = 1859420.
     # reserved 9543.68 + 0.02 x (1859420 - 131072) = 44110.64 -> 44111; allocatable 1859420 - 44111 - 100 = 1815209.
-    # system pods 875 + 50 + 300 = 1225m, 1830 + 100 = 1930 Mi; RealMemory 1815209 - 1930 - 64 = 1813215.
-    # CPU 208000 - (80 + 2.5 x 204 = 590) = 207410 - 1225 - 50 = 206135 -> 103 of 104 cores; 206 CPUs.
-    # DefMemPerCPU 1813215 // 206 = 8802.
-    "a3-megagpu-8g": Expected(1815209, 1930, 1, 1813215, 206, 8802),
+    # system pods 875 + 50 + 300 = 1225m, 1830 + 100 = 1930 Mi; sidecars munged and tcpxo-daemon (200m / 512 Mi).
+    # RealMemory 1815209 - 1930 - 64 - 512 = 1812703.
+    # CPU 208000 - (80 + 2.5 x 204 = 590) = 207410 - 1225 - 50 - 200 = 205935 -> 102 of 104 cores; 204 CPUs.
+    # DefMemPerCPU 1812703 // 204 = 8885.
+    "a3-megagpu-8g": Expected(1815209, 1930, 2, 1812703, 204, 8885, 512),
     # 2048 GiB = 2097152 MiB; measured gap 0.0235 + margin 0.01 -> capacity floor(2026897.4) = 2026897.
     # maxPods max(250, 100) = 250 -> 3005; allocatable 2026897 - 3005 - 100 = 2023792.
     # system pods 385 + 50 + 10 = 445m, 680 + 100 + 20 = 800 Mi; RealMemory 2023792 - 800 - 64 = 2022928.
@@ -70,13 +73,15 @@ TABLE: dict[str, Expected] = {
 def test_node_shape_of_known_machines(name: str) -> None:
     machine = load_catalog().machines[name]
     want = TABLE[name]
-    budget = node_budget(machine)
+    budget = node_budget(machine, sidecars=worker_sidecars(machine))
     shape = node_shape(machine)
     assert budget.allocatable.memory_mib == want.allocatable_mib
     assert budget.daemonsets.memory_mib == want.daemonset_mib
     assert shape.core_spec == want.core_spec
     assert shape.real_memory_mib == want.real_memory_mib
-    assert want.real_memory_mib == want.allocatable_mib - want.daemonset_mib - MUNGED.memory_mib
+    assert want.real_memory_mib == (
+        want.allocatable_mib - want.daemonset_mib - MUNGED.memory_mib - want.fabric_sidecar_mib
+    )
     assert shape.cpus == want.cpus
     assert shape.mem_per_cpu_mib == want.def_mem_per_cpu
 
@@ -96,7 +101,7 @@ def test_the_table_covers_every_kind_of_machine() -> None:
 def test_def_mem_per_cpu_is_the_leanest_member() -> None:
     cat = load_catalog().machines
     shapes = [node_shape(cat[n]) for n in ("a3-megagpu-8g", "ct5p-hightpu-4t", "n2-standard-16")]
-    assert def_mem_per_cpu(shapes) == 2072
+    assert def_mem_per_cpu(shapes) == 2072  # the v5p host
     assert def_mem_per_cpu([]) is None
 
 

@@ -22,6 +22,7 @@ from slonk_infra.plan.capacity import (
     fits,
     node_budget,
     node_shape,
+    worker_sidecars,
 )
 from slonk_infra.plan.checks import Problems
 from slonk_infra.plan.model import ClusterPlan, Partition, WorkerGroup
@@ -45,4 +46,5 @@ __all__ = [
     "fits",
     "node_budget",
     "node_shape",
+    "worker_sidecars",
 ]

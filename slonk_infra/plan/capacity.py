@@ -120,9 +120,18 @@ def node_budget(
     )
 
 
+def worker_sidecars(machine: MachineType, catalog: Catalog | None = None) -> tuple[Request, ...]:
+    """What the worker pod runs beside slurmd on ``machine``: munged, and the fabric's daemon if it has one."""
+    fabric = (catalog or load_catalog()).fabric_of(machine)
+    if fabric is None or fabric.sidecar is None or not fabric.wired:
+        return (MUNGED,)
+    side = fabric.sidecar.requests
+    return (MUNGED, Request(side.cpu_m, side.memory_mib))
+
+
 def node_shape(machine: MachineType, storage_kinds: Iterable[str] = (), catalog: Catalog | None = None) -> NodeShape:
-    """Slurm's view of one node of ``machine`` once Kubernetes, the system pods and munged have taken their share."""
-    return node_budget(machine, storage_kinds, catalog=catalog).shape
+    """Slurm's view of one node of ``machine`` once Kubernetes, the system pods and the sidecars have taken their share."""
+    return node_budget(machine, storage_kinds, worker_sidecars(machine, catalog), catalog).shape
 
 
 def def_mem_per_cpu(shapes: Iterable[NodeShape]) -> int | None:

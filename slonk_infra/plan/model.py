@@ -10,7 +10,7 @@ from slonk_infra import naming
 from slonk_infra.catalog import MachineType, load_catalog
 from slonk_infra.declaration import ClusterDeclaration, Reservation, Taint
 from slonk_infra.kube.names import GPU_RESOURCE, POOL_LABEL, TPU_RESOURCE, TPU_TOPOLOGY_LABEL
-from slonk_infra.plan.capacity import NodeBudget, NodeShape, node_budget
+from slonk_infra.plan.capacity import NodeBudget, NodeShape, node_budget, worker_sidecars
 from slonk_infra.slurm_versions import SlurmVersion
 
 
@@ -64,7 +64,7 @@ class WorkerGroup:
     @property
     def budget(self) -> NodeBudget:
         """How one node's allocatable CPU and memory divide between system pods, sidecars and slurmd."""
-        return node_budget(self.machine, self.storage_kinds)
+        return node_budget(self.machine, self.storage_kinds, worker_sidecars(self.machine))
 
     @property
     def shape(self) -> NodeShape:
