@@ -11,6 +11,7 @@ from slonk_infra import naming
 from slonk_infra.kube import names, worker
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.plan import ClusterPlan, WorkerGroup
+from slonk_infra.pod_fabric import fabric_pod_parts
 from slonk_infra.slurm import paths
 from tests.kube_support import container, files_for, matches, mounts, plan_for
 
@@ -39,7 +40,9 @@ def test_accelerator_limit_equals_the_groups_gres_count(stack: str) -> None:
         resource = {"gpu": names.GPU_RESOURCE, "tpu": names.TPU_RESOURCE}[group.kind]
         count = int(record["Gres"].rsplit(":", 1)[1])
         assert count == group.gres_count > 0
-        assert slurmd["resources"]["limits"] == {resource: str(count)}
+        # Besides the accelerators, the fabric's devices (EFA interfaces on EKS) from the catalog.
+        fabric = fabric_pod_parts(group.machine).resources
+        assert slurmd["resources"]["limits"] == {resource: str(count), **fabric}
         assert slurmd["resources"]["requests"][resource] == str(count)
 
 
