@@ -2,10 +2,10 @@
 
 The Pulumi CLI is not needed. :func:`run_offline` drives the program through Pulumi's public test API
 (``pulumi.runtime.set_mocks`` with a :class:`pulumi.runtime.Mocks`, ``pulumi.runtime.test``) with
-``preview=False``, so every ``apply`` runs. :data:`FAKE_OUTPUTS` is the table of what the fake clouds
-answer per resource type (cluster endpoints, Filestore IPs, FSx DNS names...); everything else echoes
-its inputs. Every registration is recorded with the options the engine would receive (``protect``,
-``retain_on_delete``, parent, dependencies); tests and offline checks read that record. Two things the
+``preview=False``, so every ``apply`` runs, against the fake clouds of :mod:`slonk_infra.fake_clouds` (a
+table of what each resource type answers). Every registration is recorded with the options the engine
+would receive (``protect``, ``retain_on_delete``, parent, dependencies); tests and offline checks read
+that record. Two things the
 public API does not offer: the options are read by a :class:`pulumi.runtime.mocks.MockMonitor` subclass
 (passed through ``set_mocks(monitor=...)``), and secrets are recognised by their wire envelope.
 
@@ -19,8 +19,6 @@ transforms (``register_invoke_transform``) are not run offline.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,22 +30,23 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import callback_pb2, callback_pb2_grpc, resource_pb2
 
-T = TypeVar("T")
-State = dict[str, Any]
+# The fake clouds live in their own module; their names stay importable from here.
+from slonk_infra.fake_clouds import (
+    FAKE_CALLS,
+    FAKE_OUTPUTS,
+    FAKE_RANDOM_B64,
+    FAKE_VPC_CIDR,
+    Fake,
+    FakeClouds,
+    after_deploy,
+)
 
-FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n").decode()
-FAKE_VPC_CIDR = "10.0.0.0/16"
-FAKE_ACCOUNT = "123456789012"
+T = TypeVar("T")
+
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's wire sentinel for an unknown value
 SECRET_SIG_KEY = rpc._special_sig_key  # the wire envelope of a secret: {SECRET_SIG_KEY: SECRET_SIG, "value": ...}
 SECRET_SIG = rpc._special_secret_sig
-FAKE_RANDOM_B64 = base64.b64encode(b"offline-mock-random-bytes-not-a-real-key").decode()
 SECRET_PLACEHOLDER = "<secret: kept in Pulumi state as a secret and in the cluster as a Secret>"
-
-
-def after_deploy(what: str) -> str:
-    """Placeholder for a value that exists only after deployment (an IP, an endpoint, a DNS name)."""
-    return f"<known after deploy: {what}>"
 
 
 # Start of what str() of an Output returns instead of its value.
@@ -69,107 +68,6 @@ class Registration:
     delete_before_replace: bool
     dependencies: tuple[str, ...]
     provider: str
-
-
-def _service_account(name: str, state: State) -> State:
-    email = f"{state.get('accountId', name)}@{state.get('project', 'project')}.iam.gserviceaccount.com"
-    return {"email": email, "member": f"serviceAccount:{email}"}
-
-
-def _short_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:17]
-
-
-# ------------------------------------------------------------------------------------ the fake clouds
-@dataclass(frozen=True)
-class Fake:
-    """What the fake cloud answers for one resource type: extra outputs, and the id when one is read."""
-
-    outputs: Callable[[str, State], State] = lambda name, state: {}
-    id: Callable[[str, State], str] | None = None
-
-
-def _filestore_ips(name: str, state: State) -> State:
-    nets = [dict(n) for n in state.get("networks", [])]
-    for i, net in enumerate(nets):
-        net["ipAddresses"] = [after_deploy(f"{name}.networks[{i}].ipAddresses[0]")]
-    return {"networks": nets}
-
-
-FAKE_OUTPUTS: dict[str, Fake] = {
-    "gcp:container/cluster:Cluster": Fake(
-        outputs=lambda n, s: {
-            "endpoint": after_deploy(f"{n}.endpoint"),
-            "masterAuth": {"clusterCaCertificate": FAKE_CA},
-        },
-        id=lambda n, s: f"projects/{s.get('project')}/locations/{s.get('location')}/clusters/{s['name']}",
-    ),
-    "gcp:filestore/instance:Instance": Fake(outputs=_filestore_ips),
-    "gcp:serviceaccount/account:Account": Fake(outputs=_service_account),
-    "aws:eks/cluster:Cluster": Fake(
-        outputs=lambda n, s: {
-            "endpoint": after_deploy(f"{n}.endpoint"),
-            "certificateAuthority": {"data": FAKE_CA},
-            "vpcConfig": {**s.get("vpcConfig", {}), "clusterSecurityGroupId": "sg-0cluster"},
-            "arn": f"arn:aws:eks:us-east-1:{FAKE_ACCOUNT}:cluster/{s['name']}",
-        }
-    ),
-    "aws:iam/role:Role": Fake(outputs=lambda n, s: {"arn": f"arn:aws:iam::{FAKE_ACCOUNT}:role/{s['name']}"}),
-    "aws:ec2/launchTemplate:LaunchTemplate": Fake(
-        outputs=lambda n, s: {"latestVersion": 1}, id=lambda n, s: f"lt-{_short_hash(n)}"
-    ),
-    "aws:ec2/securityGroup:SecurityGroup": Fake(id=lambda n, s: f"sg-{_short_hash(n)}"),
-    "aws:ec2/placementGroup:PlacementGroup": Fake(id=lambda n, s: str(s["name"])),
-    "aws:efs/fileSystem:FileSystem": Fake(
-        outputs=lambda n, s: {"dnsName": after_deploy(f"{n}.dnsName")}, id=lambda n, s: f"fs-{_short_hash(n)}"
-    ),
-    "aws:fsx/lustreFileSystem:LustreFileSystem": Fake(
-        outputs=lambda n, s: {"dnsName": after_deploy(f"{n}.dnsName"), "mountName": after_deploy(f"{n}.mountName")},
-        id=lambda n, s: f"fs-{_short_hash(n)}",
-    ),
-    "kubernetes:core/v1:Service": Fake(
-        outputs=lambda n, s: {"spec": {**s.get("spec", {}), "clusterIP": after_deploy(f"Service {n} .spec.clusterIP")}}
-    ),
-    # Recognisable fake bytes, so tests can trace where key material flows.
-    "random:index/randomBytes:RandomBytes": Fake(
-        outputs=lambda n, s: {"base64": FAKE_RANDOM_B64, "hex": FAKE_RANDOM_B64.encode().hex()}
-    ),
-}
-
-FAKE_CALLS: dict[str, Callable[[State], State]] = {
-    "aws:ec2/getVpc:getVpc": lambda a: {
-        "id": a.get("id"),
-        "cidrBlock": FAKE_VPC_CIDR,
-        "cidrBlockAssociations": [
-            {"associationId": "vpc-cidr-assoc-1", "cidrBlock": FAKE_VPC_CIDR, "state": "associated"}
-        ],
-    },
-    "aws:eks/getCluster:getCluster": lambda a: {
-        "name": a.get("name"),
-        "vpcConfig": {"clusterSecurityGroupId": "sg-0existing"},
-    },
-}
-
-
-class FakeClouds(pulumi.runtime.Mocks):
-    """Mocks that echo inputs, adding the outputs of :data:`FAKE_OUTPUTS`; invokes answer from :data:`FAKE_CALLS`."""
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, State]:
-        typ = args.typ
-        if typ.startswith("kubernetes:") and "kind" in args.inputs and typ != "kubernetes:core/v1:Service":
-            # Nothing reads a Kubernetes object's outputs back, and echoing pod specs costs a full
-            # deserialisation per object; the inputs stay recorded by the monitor.
-            return f"{args.name}-id", {}
-        state = dict(args.inputs)
-        state.setdefault("name", args.name)
-        fake = FAKE_OUTPUTS.get(typ, Fake())
-        rid = fake.id(args.name, state) if fake.id else f"{args.name}-id"
-        state.update(fake.outputs(args.name, state))
-        return rid, state
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[State, list[tuple[str, str]]]:
-        answer = FAKE_CALLS.get(args.token)
-        return (answer(args.args) if answer else {}), []
 
 
 # ---------------------------------------------------------------------------- the recording monitor
@@ -395,3 +293,20 @@ def run_offline(
         registrations=monitor.registrations,
         transforms_run=monitor.transforms_run,
     )
+
+
+__all__ = [
+    "FAKE_CALLS",
+    "FAKE_OUTPUTS",
+    "FAKE_RANDOM_B64",
+    "FAKE_VPC_CIDR",
+    "SECRET_PLACEHOLDER",
+    "UNKNOWN",
+    "Fake",
+    "FakeClouds",
+    "OfflineRun",
+    "RecordingMonitor",
+    "Registration",
+    "after_deploy",
+    "run_offline",
+]

@@ -8,7 +8,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from slonk_infra.cli import DEFAULT_POLICY_CONFIG
-from slonk_infra.offline import FAKE_OUTPUTS, SECRET_PLACEHOLDER, FakeClouds, run_offline
+from slonk_infra.fake_clouds import FAKE_OUTPUTS, FakeClouds
+from slonk_infra.offline import SECRET_PLACEHOLDER, run_offline
 from slonk_infra.policy.config import load_policy_config
 from slonk_infra.policy.runner import check_registrations
 from slonk_infra.program import main as program_main
