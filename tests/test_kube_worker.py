@@ -105,12 +105,15 @@ def test_every_shared_filesystem_is_mounted_through_its_claim(stack: str) -> Non
         assert found[paths.SLURMD_SPOOL] == "spool"
 
 
-def test_gpu_count_env_feeds_the_health_check() -> None:
+def test_health_check_counts_come_from_files_not_the_pod_environment() -> None:
+    """slurmd runs the health check without the pod's environment: the counts ship beside the script."""
     for plan, group in _groups("gcp"):
         slurmd = container(worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"], "slurmd")
-        env = {e["name"]: e["value"] for e in slurmd["env"]}
-        assert env["SLONK_EXPECTED_GPUS"] == str(group.gres_count if group.kind == "gpu" else 0)
-    assert "SLONK_EXPECTED_GPUS" in files_for(plan).scripts["healthcheck.sh"]
+        assert not [e for e in slurmd["env"] if e["name"].startswith("SLONK_EXPECTED")]
+        lines = files_for(plan).scripts["health-groups.txt"].splitlines()
+        gpus = group.gres_count if group.kind == "gpu" else 0
+        chips = group.gres_count if group.kind == "tpu" else 0
+        assert f"{group.name} {gpus} {chips}" in lines
 
 
 def test_pinned_to_the_pool_one_per_node_and_tolerating_exactly_its_taints() -> None:

@@ -35,11 +35,21 @@ def small_declaration(slurm_version: str, topology: str) -> dict[str, Any]:
     ]
     raw["tpuSlices"] = [{"name": "v6e", "generation": "v6e", "topology": "2x4"}]
     raw["slurm"] = {"topology": topology}
+    raw.pop("operations", None)  # the controller needs slurmrestd, which this lab does not start
     return raw
 
 
+# The lab's nodes have no GPUs, so the real health check would (rightly) fail them; this stand-in
+# records how slurmd called it instead (slonk-health itself is tested on recorded and real NVML).
+HEALTHCHECK_STANDIN = """#!/bin/sh
+printf '%s %s\\n' "${1:-interval}" "${SLURMD_NODENAME:-?}" >> "$(dirname "$0")/../../home/healthcheck.log"
+"""
+
+
 def conf_files(plan: ClusterPlan) -> dict[str, str]:
-    return render_slurm_files(plan).all()
+    files = render_slurm_files(plan).all()
+    files["scripts/healthcheck.sh"] = HEALTHCHECK_STANDIN
+    return files
 
 
 @pytest.fixture(scope="module", params=sorted(FLAVORS))
@@ -96,6 +106,17 @@ def test_gpu_batch_job_gets_its_gpus(lab: tuple[SlurmLab, ClusterPlan]) -> None:
     slurm.wait_job(job, timeout=60)
     out = slurm.run(["cat", "gpujob.out"], check=True).stdout
     assert "cvd=0,1" in out
+
+
+def test_prolog_and_slurmd_run_the_health_check_without_the_pod_environment(
+    lab: tuple[SlurmLab, ClusterPlan],
+) -> None:
+    """The rendered prolog calls healthcheck.sh in prolog mode and slurmd names the node for it."""
+    slurm, _ = lab
+    job = slurm.sbatch("true\n", "-p", "l4")
+    slurm.wait_job(job, timeout=60)
+    calls = slurm.run(["cat", "healthcheck.log"], check=True).stdout.splitlines()
+    assert any(c.startswith("prolog l4-") for c in calls), calls
 
 
 def test_srun_across_nodes_and_switch_constraint(lab: tuple[SlurmLab, ClusterPlan]) -> None:

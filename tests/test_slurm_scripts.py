@@ -13,7 +13,16 @@ from pathlib import Path
 import pytest
 
 from slonk_infra.slurm import paths
-from slonk_infra.slurm.scripts import PLACEHOLDER, SCRIPTS, SETTINGS, fill, render_scripts, source
+from slonk_infra.slurm.scripts import (
+    HEALTH_GROUPS,
+    HEALTH_SPEC,
+    PLACEHOLDER,
+    SCRIPTS,
+    SETTINGS,
+    fill,
+    render_scripts,
+    source,
+)
 from tests.kube_support import plan_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +32,7 @@ PACKAGE_DIR = Path(str(resources.files("slonk_infra.slurm.scripts")))
 def test_every_shipped_file_is_rendered_and_every_rendered_script_is_shipped() -> None:
     shipped = sorted(p.name for p in PACKAGE_DIR.glob("*.sh"))
     assert shipped == sorted(SCRIPTS)
-    assert list(render_scripts(plan_for("local"))) == list(SCRIPTS)
+    assert list(render_scripts(plan_for("local"))) == [*SCRIPTS, HEALTH_SPEC, HEALTH_GROUPS]
 
 
 def test_package_data_ships_the_scripts() -> None:
@@ -39,9 +48,9 @@ def test_placeholders_are_all_filled_and_every_setting_is_used() -> None:
     for name in SCRIPTS:
         used |= set(PLACEHOLDER.findall(source(name)))
     assert used == set(SETTINGS)
-    for text in render_scripts(plan_for("gcp")).values():
+    for name, text in render_scripts(plan_for("gcp")).items():
         assert not PLACEHOLDER.search(text)
-        assert text.startswith("#!/bin/sh\n")
+        assert name in (HEALTH_SPEC, HEALTH_GROUPS) or text.startswith("#!/bin/sh\n")
     rendered = render_scripts(plan_for("gcp"))
     assert f"-f {paths.CONF_DIR}/slurm.conf" in rendered["slurmctld.sh"]
     assert f'--conf-server "${{SLONK_CONTROLLER}}:{paths.SLURMCTLD_PORT}"' in rendered["slurmd.sh"]
@@ -62,6 +71,8 @@ def test_scripts_are_executable_in_the_tree() -> None:
 def test_rendered_scripts_pass_shellcheck(tmp_path: Path) -> None:
     files = []
     for name, text in render_scripts(plan_for("aws")).items():
+        if not name.endswith(".sh"):
+            continue
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")
         files.append(str(path))

@@ -87,7 +87,6 @@ def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj], fabric: Fa
         "command": [f"{paths.SCRIPTS_DIR}/slurmd.sh"],
         "env": [
             {"name": "SLONK_CONTROLLER", "value": naming.controller_host(plan.namespace)},
-            {"name": "SLONK_EXPECTED_GPUS", "value": str(group.gres_count if group.kind == "gpu" else 0)},
             {"name": "SLONK_DRAIN_SECONDS", "value": str(DRAIN_SECONDS)},
             *task_env(plan, group, fabric),
         ],

@@ -12,6 +12,9 @@ from slonk_infra.slurm.lines import header, kv_line
 # brings its own node in, and the preStop hook returns it to FUTURE, so a scaled-down pool leaves no
 # DOWN records behind. See docs/node-lifecycle.md.
 INITIAL_NODE_STATE = "FUTURE"
+# Seconds between slonk-health runs on each node; CYCLE spreads the runs over the interval so a
+# large cluster does not check every node (and publish every verdict) in the same second.
+HEALTH_CHECK_INTERVAL = 300
 
 # Timeouts for nodes that come and go with pods: a pod replaced by Kubernetes gets its slurmd back
 # within a minute or two, so slurmctld waits that long before declaring it dead, and a returning
@@ -124,6 +127,10 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("PrologFlags", "Alloc"),
         ("Prolog", f"{paths.SCRIPTS_DIR}/prolog.sh"),
         ("Epilog", f"{paths.SCRIPTS_DIR}/epilog.sh"),
+        # slonk-health on every node between jobs too (drains and publishes a verdict on failure).
+        ("HealthCheckProgram", f"{paths.SCRIPTS_DIR}/healthcheck.sh"),
+        ("HealthCheckInterval", HEALTH_CHECK_INTERVAL),
+        ("HealthCheckNodeState", "ANY,CYCLE"),
         # Hands each task the node's fabric (NCCL plugin, libfabric) and TPU slice variables, which a
         # task would not otherwise see: it inherits the submitter's environment, not slurmd's.
         ("TaskProlog", f"{paths.SCRIPTS_DIR}/task-env.sh"),

@@ -36,6 +36,9 @@ SCRIPTS = (
     "login.sh",
     "nfs-server.sh",
 )
+# Files beside the scripts that healthcheck.sh reads.
+HEALTH_SPEC = "health.json"
+HEALTH_GROUPS = "health-groups.txt"
 SETTINGS: dict[str, str] = {
     "CONF_DIR": paths.CONF_DIR,
     "SLURMCTLD_PORT": str(paths.SLURMCTLD_PORT),
@@ -63,5 +66,17 @@ def fill(name: str, text: str, settings: dict[str, str]) -> str:
 
 def render_scripts(plan: ClusterPlan) -> dict[str, str]:
     """Script name -> text (installed at /opt/slonk/scripts in every Slurm pod)."""
-    del plan  # the scripts are the same for every cluster; what differs comes in through env vars
-    return {name: fill(name, source(name), SETTINGS) for name in SCRIPTS}
+    scripts = {name: fill(name, source(name), SETTINGS) for name in SCRIPTS}
+    # The health check's settings, read by healthcheck.sh: what slurmd runs gets no pod environment.
+    scripts[HEALTH_SPEC] = plan.declaration.health.model_dump_json(by_alias=True, indent=1) + "\n"
+    scripts[HEALTH_GROUPS] = health_groups(plan)
+    return scripts
+
+
+def health_groups(plan: ClusterPlan) -> str:
+    """``<group> <gpus> <tpu chips>`` per worker group: what slonk-health expects on each node."""
+    lines = [
+        f"{g.name} {g.gres_count if g.kind == 'gpu' else 0} {g.gres_count if g.kind == 'tpu' else 0}"
+        for g in plan.groups
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,14 +1,26 @@
 #!/bin/sh
-# Node health check run by the prolog, the epilog and the worker entrypoint.
-# Exit non-zero means: do not give this node jobs. GPU checks run only where GPUs are expected.
+# Node health check (slonk-health). Run as slurm.conf's HealthCheckProgram (no argument: interval
+# mode), by the prolog and epilog (prolog / epilog) and by the worker entrypoint (boot).
+# Its settings come from files beside this script, never from the container's environment, which
+# slurmd does not pass to the programs it runs: health.json (the declaration's thresholds) and
+# health-groups.txt ("<group> <gpus> <tpu chips>" per worker group, from the machine catalog).
+# A failure drains the node with a "slonk-health:" reason (not at boot: the node is not registered
+# yet, and the non-zero exit keeps slurmd from starting) and publishes the verdict in the node's
+# Comment for the operations controller. Pods of no worker group (controller, login) skip it.
 set -eu
-if [ -n "${SLONK_EXPECTED_GPUS:-}" ] && [ "${SLONK_EXPECTED_GPUS}" != "0" ]; then
-  if ! command -v nvidia-smi >/dev/null 2>&1; then
-    echo "healthcheck: nvidia-smi missing on a GPU node" >&2; exit 1
-  fi
-  seen=$(nvidia-smi -L | grep -c '^GPU ' || true)
-  if [ "$seen" != "$SLONK_EXPECTED_GPUS" ]; then
-    echo "healthcheck: expected $SLONK_EXPECTED_GPUS GPUs, nvidia-smi lists $seen" >&2; exit 1
-  fi
+mode="${1:-interval}"
+here="$(dirname "$0")"
+node="${SLURMD_NODENAME:-$(hostname)}"
+group="${node%-*}"
+counts=$(awk -v g="$group" '$1 == g { print $2, $3 }' "$here/health-groups.txt")
+[ -n "$counts" ] || exit 0
+gpus="${counts% *}"
+chips="${counts#* }"
+if ! command -v slonk-health >/dev/null 2>&1; then
+  echo "healthcheck: slonk-health is not installed in this image" >&2
+  exit 1
 fi
-exit 0
+drain="--drain"
+[ "$mode" = boot ] && drain="--no-drain"
+exec slonk-health --mode "$mode" --spec "$here/health.json" --gpus "$gpus" --tpu-chips "$chips" \
+  --node-name "$node" "$drain" --publish --report-file "/tmp/slonk-health-$mode.json" >/dev/null

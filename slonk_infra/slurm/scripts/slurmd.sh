@@ -15,7 +15,7 @@ for name in $(printf '%s' "${SLONK_TASK_ENV:-}" | tr ',' ' '); do
 done
 chmod 644 "@TASK_ENV_FILE@.new"
 mv "@TASK_ENV_FILE@.new" "@TASK_ENV_FILE@"
-sh "$here/healthcheck.sh"
+sh "$here/healthcheck.sh" boot
 slurmd -D --conf-server "${SLONK_CONTROLLER}:@SLURMCTLD_PORT@" -N "$(hostname)" &
 pid=$!
 trap 'kill -TERM "$pid"' TERM INT
