@@ -88,7 +88,9 @@ def test_resource_count_does_not_depend_on_node_count() -> None:
 def test_deploy_cloud_picks_the_adapter_by_cloud(stack: str, token: str) -> None:
     plan = build_plan(load_declaration(stack))
     run = run_offline(lambda: deploy_cloud(plan).result)
-    [component] = [r for r in run.registrations if not r.custom and r.parent.endswith("pulumi:pulumi:Stack::slonk-infra-offline")]
+    [component] = [
+        r for r in run.registrations if not r.custom and r.parent.endswith("pulumi:pulumi:Stack::slonk-infra-offline")
+    ]
     assert component.type == token
     assert component.name == plan.name
     assert run.duplicate_urns() == []
