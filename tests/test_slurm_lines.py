@@ -36,16 +36,17 @@ def test_kv_line_skips_none_and_spells_booleans_as_slurm_does() -> None:
 def test_node_lines_of_gpu_tpu_and_cpu_groups() -> None:
     plan = plan_for("gcp")
     lines = {g.name: node_line(g) for g in plan.groups}
+    # Every pool of the gcp stack mounts Filestore, so its CSI node pod is among the system pods.
     assert lines["h100-b"] == (
-        "NodeName=h100-b-[0-15] Sockets=2 CoresPerSocket=52 ThreadsPerCore=2 CoreSpecCount=2 RealMemory=1869519 "
+        "NodeName=h100-b-[0-15] Sockets=2 CoresPerSocket=52 ThreadsPerCore=2 CoreSpecCount=2 RealMemory=1812703 "
         "Gres=gpu:h100:8 Feature=h100-b,gpu,h100,gcp State=FUTURE"
     )
     assert lines["cpu"] == (
-        "NodeName=cpu-[0-1] Sockets=1 CoresPerSocket=8 ThreadsPerCore=2 CoreSpecCount=1 RealMemory=57776 "
+        "NodeName=cpu-[0-1] Sockets=1 CoresPerSocket=8 ThreadsPerCore=2 CoreSpecCount=1 RealMemory=56081 "
         "Feature=cpu,gcp State=FUTURE"
     )
     assert lines["v5p-1"] == (
-        "NodeName=v5p-1-[0-15] Sockets=2 CoresPerSocket=52 ThreadsPerCore=2 CoreSpecCount=2 RealMemory=440506 "
+        "NodeName=v5p-1-[0-15] Sockets=2 CoresPerSocket=52 ThreadsPerCore=2 CoreSpecCount=1 RealMemory=426972 "
         "Gres=tpu:v5p:4 Feature=v5p,tpu-v5p,topo-4x4x4,v5p-1,tpu,gcp State=FUTURE"
     )
 
@@ -53,8 +54,9 @@ def test_node_lines_of_gpu_tpu_and_cpu_groups() -> None:
 def test_aws_node_line() -> None:
     plan = plan_for("aws")
     [p5] = [g for g in plan.groups if g.machine.name == "p5.48xlarge"][:1]
+    # test_plan_capacity's p5.48xlarge, less the EFS and FSx CSI node pods of the aws stack's storage.
     assert node_line(p5).startswith(
-        f"NodeName={p5.hostlist} Sockets=2 CoresPerSocket=48 ThreadsPerCore=2 CoreSpecCount=2 RealMemory=2046138 "
+        f"NodeName={p5.hostlist} Sockets=2 CoresPerSocket=48 ThreadsPerCore=2 CoreSpecCount=1 RealMemory=2022688 "
         "Gres=gpu:h100:8 "
     )
 
@@ -63,13 +65,13 @@ def test_default_partitions_with_def_mem_per_cpu_and_blocks_for_tpus() -> None:
     plan = plan_for("gcp")
     every = "h100-a-[0-15],h100-b-[0-15],cpu-[0-1],v5p-0-[0-15],v5p-1-[0-15]"
     assert partition_lines(plan) == [
-        f"PartitionName=low Nodes={every} DefMemPerCPU=2159 Default=NO PriorityTier=1 MaxTime=UNLIMITED State=UP",
-        f"PartitionName=general Nodes={every} DefMemPerCPU=2159 Default=YES PriorityTier=2 MaxTime=UNLIMITED State=UP",
-        f"PartitionName=high Nodes={every} DefMemPerCPU=2159 Default=NO PriorityTier=3 MaxTime=UNLIMITED State=UP",
-        "PartitionName=cpu Nodes=cpu-[0-1] DefMemPerCPU=4126 Default=NO PriorityTier=2 MaxTime=UNLIMITED State=UP",
-        "PartitionName=h100 Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=9164 Default=NO PriorityTier=2 "
+        f"PartitionName=low Nodes={every} DefMemPerCPU=2072 Default=NO PriorityTier=1 MaxTime=UNLIMITED State=UP",
+        f"PartitionName=general Nodes={every} DefMemPerCPU=2072 Default=YES PriorityTier=2 MaxTime=UNLIMITED State=UP",
+        f"PartitionName=high Nodes={every} DefMemPerCPU=2072 Default=NO PriorityTier=3 MaxTime=UNLIMITED State=UP",
+        "PartitionName=cpu Nodes=cpu-[0-1] DefMemPerCPU=4005 Default=NO PriorityTier=2 MaxTime=UNLIMITED State=UP",
+        "PartitionName=h100 Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=8885 Default=NO PriorityTier=2 "
         "MaxTime=UNLIMITED State=UP",
-        "PartitionName=tpu-v5p Nodes=v5p-0-[0-15],v5p-1-[0-15] DefMemPerCPU=2159 Default=NO PriorityTier=2 "
+        "PartitionName=tpu-v5p Nodes=v5p-0-[0-15],v5p-1-[0-15] DefMemPerCPU=2072 Default=NO PriorityTier=2 "
         "MaxTime=UNLIMITED Topology=blocks State=UP",
     ]
 
@@ -88,7 +90,7 @@ def test_declared_partitions() -> None:
 
     lines = partition_lines(plan_for("gcp", declared))
     assert lines[0] == (
-        "PartitionName=gpu Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=9164 Default=YES PriorityTier=5 "
+        "PartitionName=gpu Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=8885 Default=YES PriorityTier=5 "
         "MaxTime=2-00:00:00 State=UP"
     )
     assert lines[1].startswith("PartitionName=spare Nodes=h100-a-[0-15],h100-b-[0-15],cpu-[0-1],v5p-0-[0-15],")
