@@ -52,9 +52,14 @@ from slonk_infra.ops.sync import Observed, reconcile  # noqa: E402
 from slonk_infra.plan import build_plan  # noqa: E402
 from slonk_infra.slurm import render_slurm_files  # noqa: E402
 from slonk_infra.stacks import load_declaration  # noqa: E402
-from tests.slurmlab import SlurmLab, available_flavors, flavor_version  # noqa: E402
-from tests.slurmlab.procs import leftover_pids  # noqa: E402
-from tests.slurmlab.restd import RestD  # noqa: E402
+from tests.slurmlab import (  # noqa: E402  # noqa: E402
+    RestD,
+    SlurmLab,
+    available_flavors,
+    flavor_version,
+    leftover_pids,
+    stand_in_health_check,
+)
 
 NS = "slurm"
 STARTED = 4
@@ -149,7 +154,7 @@ def wait_for(check: Callable[[], bool], timeout: float = 120.0, poll: float = 0.
 def measure(flavor: str, nodes: int, samples: int, interval: float) -> dict[str, Any]:
     version, topology = FLAVOR_VERSIONS[flavor]
     plan = build_plan(declaration(version, topology, nodes))
-    files = render_slurm_files(plan).all()
+    files = stand_in_health_check(render_slurm_files(plan).all())
     started = [f"h100-{i}" for i in range(STARTED)]
     out: dict[str, Any] = {"flavor": flavor, "slurm": flavor_version(flavor), "nodes": nodes}
     with tempfile.TemporaryDirectory(prefix="bench-sync-") as work:

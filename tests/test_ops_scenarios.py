@@ -39,7 +39,7 @@ from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmError, SlurmRest, To
 from slonk_infra.plan import build_plan
 from slonk_infra.slurm import render_slurm_files
 from slonk_infra.stacks import load_declaration
-from tests.slurmlab import RestD, SlurmLab, SlurmLabError, free_ports, require_flavor
+from tests.slurmlab import RestD, SlurmLab, SlurmLabError, free_ports, require_flavor, stand_in_health_check
 from tests.test_ops_fakekube import FakeKube
 from tests.test_ops_sync import verdict
 
@@ -72,7 +72,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     flavor = request.param
     require_flavor(flavor)
     plan = build_plan(declaration(*FLAVORS[flavor]))
-    files = render_slurm_files(plan).all()
+    files = stand_in_health_check(render_slurm_files(plan).all())
     work = tmp_path_factory.mktemp(f"ops-{flavor}")
     with SlurmLab(files, flavor, work / "lab", initial_nodes=STARTED) as lab, RestD(lab) as rest:
         yield Cluster(lab, rest)

@@ -19,7 +19,7 @@ import pytest
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.slurm import render_slurm_files
 from slonk_infra.stacks import load_declaration
-from tests.slurmlab import SlurmLab, check_rejected, require_flavor
+from tests.slurmlab import SlurmLab, check_rejected, require_flavor, stand_in_health_check
 
 # flavor -> (image Slurm version, topology style) the scenario declares
 FLAVORS = {"host": ("22.05", "tree"), "chroot": ("25.05", "yaml")}
@@ -39,17 +39,8 @@ def small_declaration(slurm_version: str, topology: str) -> dict[str, Any]:
     return raw
 
 
-# The lab's nodes have no GPUs, so the real health check would (rightly) fail them; this stand-in
-# records how slurmd called it instead (slonk-health itself is tested on recorded and real NVML).
-HEALTHCHECK_STANDIN = """#!/bin/sh
-printf '%s %s\\n' "${1:-interval}" "${SLURMD_NODENAME:-?}" >> "$(dirname "$0")/../../home/healthcheck.log"
-"""
-
-
 def conf_files(plan: ClusterPlan) -> dict[str, str]:
-    files = render_slurm_files(plan).all()
-    files["scripts/healthcheck.sh"] = HEALTHCHECK_STANDIN
-    return files
+    return stand_in_health_check(render_slurm_files(plan).all())
 
 
 @pytest.fixture(scope="module", params=sorted(FLAVORS))

@@ -18,7 +18,7 @@ import pytest
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.slurm import paths, render_slurm_files
 from slonk_infra.stacks import load_declaration
-from tests.slurmlab import SlurmLab, require_flavor
+from tests.slurmlab import SlurmLab, require_flavor, stand_in_health_check
 
 
 def small_cpu_cluster() -> dict[str, Any]:
@@ -34,7 +34,7 @@ def small_cpu_cluster() -> dict[str, Any]:
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SlurmLab, ClusterPlan]]:
     require_flavor("chroot")
     plan = build_plan(small_cpu_cluster())
-    files = render_slurm_files(plan).all()
+    files = stand_in_health_check(render_slurm_files(plan).all())
     with SlurmLab(files, "chroot", tmp_path_factory.mktemp("task-env"), initial_nodes=["cpu-0"]) as slurm:
         yield slurm, plan
 

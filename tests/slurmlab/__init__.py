@@ -16,6 +16,7 @@ in this directory for the override list and the two flavors.
 """
 
 from .confrewrite import OVERRIDES, ConfigError, LabContext, Override, RenderedLab, render_lab_config
+from .health import HEALTHCHECK_STANDIN, stand_in_health_check
 from .lab import (
     CHROOT_ENV,
     FLAVORS,
@@ -37,6 +38,7 @@ from .restd import RestD
 __all__ = [
     "CHROOT_ENV",
     "FLAVORS",
+    "HEALTHCHECK_STANDIN",
     "OVERRIDES",
     "ConfigError",
     "Daemon",
@@ -57,4 +59,5 @@ __all__ = [
     "missing_reason",
     "render_lab_config",
     "require_flavor",
+    "stand_in_health_check",
 ]
