@@ -10,9 +10,10 @@ declaration live in :mod:`slonk_infra.plan`.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic.alias_generators import to_camel
 
 from slonk_infra.catalog import Cloud, PoolKind
@@ -319,15 +320,62 @@ class ClusterDeclaration(Model):
     )
 
 
+class GcpClusterDeclaration(ClusterDeclaration):
+    """``cloud: gcp``: a cluster on GKE; the ``gcp`` settings are required, ``aws`` is not allowed."""
+
+    cloud: Literal["gcp"] = Field(description="gcp.")
+    gcp: GcpSpec = Field(description="GCP settings (at least project).")
+    aws: None = Field(default=None, description="Not allowed with cloud: gcp.")
+
+
+class AwsClusterDeclaration(ClusterDeclaration):
+    """``cloud: aws``: a cluster on EKS; the ``aws`` settings are required, ``gcp`` is not allowed."""
+
+    cloud: Literal["aws"] = Field(description="aws.")
+    aws: AwsSpec = Field(description="AWS settings (at least vpcId and subnetIds).")
+    gcp: None = Field(default=None, description="Not allowed with cloud: aws.")
+
+
+class LocalClusterDeclaration(ClusterDeclaration):
+    """``cloud: local``: an existing cluster (kind, k3d, minikube); no cloud settings."""
+
+    cloud: Literal["local"] = Field(description="local.")
+    gcp: None = Field(default=None, description="Not allowed with cloud: local.")
+    aws: None = Field(default=None, description="Not allowed with cloud: local.")
+
+
+# The declaration as read from a stack: one type per cloud, picked by ``cloud``. Adding a target adds
+# its class here (and its rules and adapter in slonk_infra/clouds/).
+TAGGED: TypeAdapter[GcpClusterDeclaration | AwsClusterDeclaration | LocalClusterDeclaration] = TypeAdapter(
+    Annotated[
+        GcpClusterDeclaration | AwsClusterDeclaration | LocalClusterDeclaration,
+        Field(discriminator="cloud"),
+    ]
+)
+CLOUD_TAGS: tuple[str, ...] = ("gcp", "aws", "local")
+
+
+def parse_declaration(raw: Mapping[str, Any] | ClusterDeclaration) -> ClusterDeclaration:
+    """The tagged declaration of ``raw`` (raises pydantic's ValidationError, locations led by the tag)."""
+    if isinstance(raw, GcpClusterDeclaration | AwsClusterDeclaration | LocalClusterDeclaration):
+        return raw
+    if isinstance(raw, ClusterDeclaration):
+        raw = raw.model_dump(by_alias=True, exclude_unset=True)
+    return TAGGED.validate_python(dict(raw))
+
+
 __all__ = [
     "AcceleratorRequest",
+    "AwsClusterDeclaration",
     "AwsSpec",
     "Cloud",
     "ClusterDeclaration",
     "ControllerSpec",
+    "GcpClusterDeclaration",
     "GcpSpec",
     "ImageSpec",
     "KubernetesSpec",
+    "LocalClusterDeclaration",
     "LoginSpec",
     "PartitionSpec",
     "PoolKind",
@@ -337,4 +385,5 @@ __all__ = [
     "StorageSpec",
     "Taint",
     "TpuSliceSpec",
+    "parse_declaration",
 ]

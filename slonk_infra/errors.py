@@ -47,11 +47,15 @@ class StackFileError(ValueError):
     """A stack file that cannot be read as one: missing, not YAML, not a mapping, no declaration in it."""
 
 
-def from_validation_error(err: ValidationError, root: str = "", model: Any = None) -> list[Problem]:
+def from_validation_error(
+    err: ValidationError, root: str = "", model: Any = None, tagged: Sequence[str] = ()
+) -> list[Problem]:
     """Translate pydantic's errors into problems with camelCase field paths and the bad value.
 
     ``model`` is the type that was validated (default: the cluster declaration); an unknown field's
-    message lists the fields allowed where it stands and the closest one.
+    message lists the fields allowed where it stands and the closest one. ``tagged`` names the tags
+    of a tagged union (the declaration's clouds): pydantic leads each location with the tag, which
+    is not a field the user wrote, so it is dropped, and a bad or missing tag is reported on ``cloud``.
     """
     if model is None:
         # Imported here: the declaration module imports this one.
@@ -61,16 +65,34 @@ def from_validation_error(err: ValidationError, root: str = "", model: Any = Non
     problems = []
     for e in err.errors(include_url=False):
         loc = [p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-after"))]
+        cloud = ""
+        if tagged and loc and loc[0] in tagged:
+            cloud = str(loc.pop(0))
+        if e["type"] == "union_tag_invalid":
+            got = e.get("ctx", {}).get("tag", e.get("input"))
+            problems.append(Problem(_join(root, "cloud"), choice(str(got), tagged, "cloud")))
+            continue
+        if e["type"] == "union_tag_not_found":
+            problems.append(Problem(_join(root, "cloud"), f"required field is missing; one of: {', '.join(tagged)}"))
+            continue
         path = format_path([root, *loc] if root else loc)
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = unknown_field(str(loc[-1]), fields_at(model, loc[:-1]))
         elif e["type"] == "missing":
             msg = "required field is missing"
+            if cloud and len(loc) == 1:
+                msg = f"required when cloud is {cloud}"
+        elif e["type"] == "none_required" and cloud:
+            msg = f"given but cloud is {cloud}"
         elif "input" in e and e["type"] not in ("value_error",) and not isinstance(e["input"], dict | list):
             msg = f"{msg} (got {e['input']!r})"
         problems.append(Problem(path, msg))
     return problems
+
+
+def _join(root: str, name: str) -> str:
+    return f"{root}.{name}" if root else name
 
 
 def choice(value: str, allowed: Iterable[str], what: str) -> str:

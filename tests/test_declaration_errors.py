@@ -164,7 +164,31 @@ CASES: list[tuple[str, Raw, str, list[str]]] = [
         "unknown cloud",
         edit(gcp, lambda r: r.update(cloud="azure")),
         "cloud",
-        ["'gcp', 'aws' or 'local'", "got 'azure'"],
+        ["'azure' is not a known cloud", "allowed: aws, gcp, local"],
+    ),
+    (
+        "cloud missing",
+        edit(gcp, lambda r: r.pop("cloud")),
+        "cloud",
+        ["required field is missing; one of: gcp, aws, local"],
+    ),
+    (
+        "gcp settings missing on gcp (the declaration is a tagged type per cloud)",
+        edit(gcp, lambda r: r.pop("gcp")),
+        "gcp",
+        ["required when cloud is gcp"],
+    ),
+    (
+        "another cloud's settings",
+        edit(local, lambda r: r.update(aws={"vpcId": "vpc-1", "subnetIds": ["subnet-1"]})),
+        "aws",
+        ["given but cloud is local"],
+    ),
+    (
+        "a field error on a tagged declaration has no tag in its path",
+        edit(aws, lambda r: pool(r, 0).update(nodes=0)),
+        "pools[0].nodes",
+        ["greater than 0"],
     ),
     (
         "GPU pool on the local cloud",

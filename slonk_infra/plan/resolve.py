@@ -14,7 +14,15 @@ from pydantic import ValidationError
 
 from slonk_infra import naming
 from slonk_infra.catalog import Catalog, MachineType, load_catalog, tpu_vms
-from slonk_infra.declaration import ClusterDeclaration, PartitionSpec, PoolSpec, Taint, TpuSliceSpec
+from slonk_infra.declaration import (
+    CLOUD_TAGS,
+    ClusterDeclaration,
+    PartitionSpec,
+    PoolSpec,
+    Taint,
+    TpuSliceSpec,
+    parse_declaration,
+)
 from slonk_infra.errors import DeclarationError, choice, from_validation_error
 from slonk_infra.kube.names import GPU_RESOURCE, TPU_RESOURCE
 from slonk_infra.plan import checks
@@ -197,13 +205,10 @@ def _unique(*items: str) -> tuple[str, ...]:
 
 def build_plan(raw: Mapping[str, Any] | ClusterDeclaration, catalog: Catalog | None = None) -> ClusterPlan:
     """Validate a declaration (raw stack config or model) and resolve it; raise on any problem."""
-    if isinstance(raw, ClusterDeclaration):
-        decl = raw
-    else:
-        try:
-            decl = ClusterDeclaration.model_validate(dict(raw))
-        except ValidationError as err:
-            raise DeclarationError(from_validation_error(err)) from None
+    try:
+        decl = parse_declaration(raw)
+    except ValidationError as err:
+        raise DeclarationError(from_validation_error(err, tagged=CLOUD_TAGS)) from None
     cat = catalog or load_catalog()
     problems = Problems()
     groups: list[WorkerGroup] = []
