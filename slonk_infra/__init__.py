@@ -16,8 +16,9 @@ operations controller) run in images that do not carry the Pulumi SDKs.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from slonk_infra.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from slonk_infra.clouds import deploy_cloud
@@ -51,7 +52,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'slonk_infra' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _WHERE)

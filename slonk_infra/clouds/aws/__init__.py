@@ -3,8 +3,9 @@ placement group), shared storage components (EFS, FSx for Lustre)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from slonk_infra.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from slonk_infra.clouds.aws.addons import EFA_PLUGIN_CHART, NVIDIA_PLUGIN_CHART
@@ -63,7 +64,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _WHERE)
