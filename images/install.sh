@@ -90,7 +90,7 @@ if [ -f "$SLONK_SRC/pyproject.toml" ]; then
     # Pins come from pyproject.toml, the one place they are kept; only the libraries pods import.
     pins="$(python3 - "$SLONK_SRC/pyproject.toml" <<'EOF'
 import re, sys, tomllib
-pod_side = {"pydantic", "pyyaml", "python-hostlist", "nvidia-ml-py", "prometheus-client"}
+pod_side = {"pydantic", "pyyaml", "click", "python-hostlist", "nvidia-ml-py", "prometheus-client"}
 deps = tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
 print(" ".join(d for d in deps if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() in pod_side))
 EOF

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -171,9 +172,18 @@ class Cluster:
         return proc.stdout
 
     def node_states(self) -> dict[str, str]:
-        """Slurm node -> state, as ``sinfo`` on the login pod shows it (FUTURE nodes included)."""
-        out = self.exec("login-0", "sinfo --future -h -N -o '%N %T'", timeout=60).stdout
-        return dict(line.split(None, 1) for line in out.splitlines() if line.strip())
+        """Slurm node -> state as sinfo names it (idle, allocated, draining, drained, future, down...),
+        read with ``scontrol --future show nodes`` on a login pod (22.05's sinfo has no --future)."""
+        login = next((n for n in sorted(self.pods) if n.startswith("login-")), None)
+        if login is None:  # the login pods are being replaced
+            return {}
+        out = self.exec(login, "scontrol --future show nodes -o", timeout=60).stdout
+        states = {}
+        for line in out.splitlines():
+            name, state = re.search(r"NodeName=(\S+)", line), re.search(r" State=(\S+)", line)
+            if name and state:
+                states[name.group(1)] = sinfo_state(state.group(1))
+        return states
 
     def wait_states(self, want: dict[str, str], timeout: float) -> dict[str, str]:
         """Wait until every node named in ``want`` is in that state (a prefix: idle matches idle~)."""
@@ -200,6 +210,14 @@ class Cluster:
         """Start time of the pod's main container (unchanged while it keeps running)."""
         info = self.podman.json("inspect", self.pods[pod].container())
         return str(info[0]["State"]["StartedAt"])
+
+
+def sinfo_state(state: str) -> str:
+    """scontrol's ``IDLE+DRAIN`` as sinfo's ``drained`` (``ALLOCATED+DRAIN``: ``draining``; ``*``: not responding)."""
+    base, *flags = state.lower().split("+")
+    if "drain" in flags:
+        base = "drained" if base == "idle" else "draining"
+    return base + ("*" if "not_responding" in flags else "")
 
 
 def _template(sts: Obj) -> str:

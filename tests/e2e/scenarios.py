@@ -7,11 +7,18 @@ the cluster as it found it (all started nodes IDLE).
 
 from __future__ import annotations
 
+import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tests.e2e.cluster import Cluster
+from tests.e2e.jobs import LOGIN, read, submit, wait_done, wait_job
+from tests.e2e.podman import wait_for
+from tests.e2e.pods import PodOptions
+from tests.e2e.stack import rerender
 
 IDLE_TIMEOUT = 180.0
 
@@ -51,6 +58,203 @@ def cluster_up(cluster: Cluster) -> str:
     )
 
 
+def researcher(cluster: Cluster) -> tuple[str | None, str]:
+    """The user operator scenarios submit as (the first declared user) and a directory of theirs in /home."""
+    users = cluster.rendered.raw.get("users") or []
+    if users:
+        name = users[0]["name"]
+        return name, f"/home/{name}"
+    cluster.sh(LOGIN, "mkdir -p /home/e2e")
+    return None, "/home/e2e"
+
+
+def _group_of(node: str) -> str:
+    return node.rsplit("-", 1)[0]
+
+
+def worker_recreated(cluster: Cluster) -> str:
+    """3. A worker pod deleted comes back on a new IP; the node returns to IDLE by itself and runs the
+    job queued for it meanwhile."""
+    user, home = researcher(cluster)
+    node = cluster.workers()[0]
+    old_ip = cluster.pods[node].ip
+    t0 = time.monotonic()
+    deleted, _ = cluster.delete_pod(node, recreate=False)
+    job = submit(cluster, f"-w {node} -o {home}/s3-%j.out", "hostname", user=user)
+    state = wait_job(cluster, job, ("PENDING",), 30)
+    sts = cluster.statefulset(_group_of(node))
+    pod = cluster._create(sts, int(node.rsplit("-", 1)[1]))
+    if pod.ip == old_ip:
+        raise AssertionError(f"{node} came back on its old IP {old_ip}; the test proves nothing")
+    cluster.wait_states({node: "idle"}, IDLE_TIMEOUT)
+    idle_s = time.monotonic() - t0
+    wait_done(cluster, [job], 120)
+    ran_on = read(cluster, f"{home}/s3-{job}.out", user=user).strip()
+    if ran_on != node:
+        raise AssertionError(f"job {job} ran on {ran_on!r}, not on the recreated {node}")
+    all_idle(cluster)
+    return (
+        f"{node} {old_ip} -> {pod.ip}; preStop {deleted.prestop_s:.1f}s; job {job} {state} meanwhile, then ran "
+        f"on {node}; delete to IDLE {idle_s:.1f}s"
+    )
+
+
+def controller_recreated(cluster: Cluster) -> str:
+    """4. The controller pod deleted while a job runs and others queue: every job is kept and finishes."""
+    user, home = researcher(cluster)
+    node = cluster.workers()[0]
+    running = submit(cluster, f"-w {node} --exclusive -o {home}/s4-%j.out", "sleep 20; echo finished", user=user)
+    wait_job(cluster, running, ("RUNNING",), 60)
+    queued = [
+        submit(cluster, f"-w {node} --exclusive -o {home}/s4-%j.out", "echo finished", user=user) for _ in range(3)
+    ]
+    pending = {j: wait_job(cluster, j, ("PENDING",), 30) for j in queued}
+    t0 = time.monotonic()
+    cluster.delete_pod("slurmctld-0")
+    wait_for("slurmctld answering", lambda: "is UP" in cluster.exec(LOGIN, "scontrol ping").stdout, 120)
+    back_s = time.monotonic() - t0
+    states = {
+        j: wait_job(cluster, j, ("RUNNING", "PENDING", "COMPLETING", "COMPLETED"), 30) for j in [running, *queued]
+    }
+    wait_done(cluster, [running, *queued], 180)
+    # A step that talks to slurmctld while its pod is away logs the failed lookups into the job's output;
+    # what counts is that every job ran to its end.
+    outputs = {j: read(cluster, f"{home}/s4-{j}.out", user=user) for j in [running, *queued]}
+    missing = {j: o for j, o in outputs.items() if "finished" not in o.splitlines()}
+    if missing:
+        raise AssertionError(f"job output wrong or missing: {missing}")
+    all_idle(cluster)
+    return (
+        f"job {running} RUNNING and {len(pending)} PENDING across the restart ({states}); controller back "
+        f"in {back_s:.1f}s; all {1 + len(queued)} completed"
+    )
+
+
+def _with_partition(cluster: Cluster, name: str) -> Callable[[dict[str, Any]], None]:
+    plan = cluster.rendered.plan
+    first = plan.groups[0].name
+
+    def mutate(raw: dict[str, Any]) -> None:
+        parts = [
+            {"name": p.name, "pools": list(p.groups), "priorityTier": p.priority_tier, "default": p.default,
+             "maxTime": p.max_time, **({"preemptMode": p.preempt_mode} if p.preempt_mode else {})}
+            for p in plan.partitions
+        ]  # fmt: skip
+        raw.setdefault("slurm", {})["partitions"] = [*parts, {"name": name, "pools": [first]}]
+
+    return mutate
+
+
+def config_change(cluster: Cluster) -> str:
+    """5. A partition added: workers keep running (OnDelete, configless); slurmctld gets the new file."""
+    user, home = researcher(cluster)
+    workers = cluster.workers()
+    before = {w: (cluster.started_at(w), cluster.restarts(w)) for w in workers}
+    name = f"added{secrets.token_hex(2)}"
+    new = rerender(cluster.rendered, cluster.secrets, _with_partition(cluster, name))
+    t0 = time.monotonic()
+    result = cluster.apply(new)
+    wait_for("slurmctld answering", lambda: "is UP" in cluster.exec(LOGIN, "scontrol ping").stdout, 120)
+    wait_for(f"partition {name}", lambda: name in cluster.exec(LOGIN, "sinfo -h -o %P").stdout, 60)
+    seen_s = time.monotonic() - t0
+    job = submit(cluster, f"-p {name} -o {home}/s5-%j.out", "hostname", user=user)
+    wait_done(cluster, [job], 120)
+    after = {w: (cluster.started_at(w), cluster.restarts(w)) for w in workers}
+    touched = [w for w in workers if before[w] != after[w]]
+    if touched:
+        raise AssertionError(f"workers restarted by a config change: {touched}")
+    if "slurmctld-0" not in result.replaced:
+        raise AssertionError(f"the controller was not rolled (replaced: {result.replaced})")
+    all_idle(cluster)
+    return (
+        f"partition {name} served {seen_s:.1f}s after apply (rolled: {', '.join(result.replaced)}); "
+        f"job {job} ran in it; {len(workers)} workers untouched"
+    )
+
+
+def scale_down_up(cluster: Cluster) -> str:
+    """6. A pool scaled down then up by replicas: the leaving node is drained first (its job finishes),
+    no DOWN record is left, the node comes back IDLE."""
+    user, home = researcher(cluster)
+    group = next(g for g in cluster.rendered.plan.groups if g.replicas >= 2)
+    node = f"{group.name}-{group.replicas - 1}"
+    job = submit(cluster, f"-w {node} -o {home}/s6-%j.out", "sleep 12; echo finished", user=user)
+    wait_job(cluster, job, ("RUNNING",), 60)
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def watch() -> None:  # the leaving node's states while its pod terminates
+        while not stop.is_set():
+            state = cluster.node_states().get(node, "?")
+            if not seen or seen[-1] != state:
+                seen.append(state)
+            time.sleep(0.5)
+
+    def resize(n: int) -> Callable[[dict[str, Any]], None]:
+        def mutate(raw: dict[str, Any]) -> None:
+            pool = next(p for p in raw["pools"] if p["name"] == group.name)
+            pool["nodes"] = n
+            pool.setdefault("maxNodes", group.slurm_nodes)
+
+        return mutate
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    t0 = time.monotonic()
+    down = cluster.apply(rerender(cluster.rendered, cluster.secrets, resize(group.replicas - 1)))
+    down_s = time.monotonic() - t0
+    stop.set()
+    watcher.join()
+    if node not in down.deleted:
+        raise AssertionError(f"{node} was not removed (deleted: {down.deleted})")
+    wait_done(cluster, [job], 60)
+    if read(cluster, f"{home}/s6-{job}.out", user=user).strip() != "finished":
+        raise AssertionError(f"job {job} on the leaving node did not finish")
+    if not any(s.startswith("drain") for s in seen):
+        raise AssertionError(f"{node} was never DRAINING while its pod terminated (seen: {seen})")
+    states = cluster.node_states()
+    dead = {n: s for n, s in states.items() if s.startswith(("down", "drain", "fail", "unk"))}
+    if states.get(node) != "future" or dead:
+        raise AssertionError(f"after scale-down {node} is {states.get(node)!r}; stale records: {dead}")
+    t1 = time.monotonic()
+    up = cluster.apply(rerender(cluster.rendered, cluster.secrets, resize(group.replicas)))
+    cluster.wait_states({node: "idle"}, IDLE_TIMEOUT)
+    all_idle(cluster)
+    return (
+        f"{node}: {' -> '.join(seen)} while leaving, job {job} finished, then FUTURE "
+        f"(scale-down {down_s:.1f}s); back IDLE {time.monotonic() - t1:.1f}s after scale-up ({up.created})"
+    )
+
+
+def wrong_munge_key(cluster: Cluster) -> str:
+    """7. A worker given a wrong munge key stays out of the cluster and its log says why."""
+    node = cluster.workers()[-1]
+    cluster.delete_pod(node, recreate=False)
+    cluster.options[node] = PodOptions(secret_overrides={"munge-key": {"munge.key": secrets.token_bytes(1024)}})
+    sts = cluster.statefulset(_group_of(node))
+    cluster._create(sts, int(node.rsplit("-", 1)[1]))
+    time.sleep(15)  # long enough for a good node to register several times over
+    state = cluster.node_states().get(node, "")
+    if state.startswith(("idle", "mix", "alloc")):
+        raise AssertionError(f"{node} with a wrong munge key is {state}")
+    log = cluster.logs(node)
+    reason = next(
+        (line for line in log.splitlines() if "munge" in line.lower() or "authentication" in line.lower()), ""
+    )
+    if not reason:
+        raise AssertionError(f"{node}'s log does not say why it is out:\n{log[-1500:]}")
+    cluster.delete_pod(node, recreate=False)
+    del cluster.options[node]
+    cluster._create(sts, int(node.rsplit("-", 1)[1]))
+    cluster.wait_states({node: "idle"}, IDLE_TIMEOUT)
+    return f"{node} stayed {state or 'unlisted'}; its log: {reason.strip()[:160]}; with the right key IDLE again"
+
+
 SCENARIOS = [
     Scenario(1, "cluster up", cluster_up),
+    Scenario(3, "worker pod recreated", worker_recreated),
+    Scenario(4, "controller pod recreated", controller_recreated),
+    Scenario(5, "config change", config_change),
+    Scenario(6, "scale down and up", scale_down_up),
+    Scenario(7, "wrong munge key", wrong_munge_key),
 ]

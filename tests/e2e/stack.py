@@ -31,6 +31,7 @@ from slonk_infra.stacks import load_declaration
 from tests.e2e.kube import Obj, Objects
 
 HERE = Path(__file__).resolve().parent
+HEALTH_GROUPS = "health-groups.txt"  # slonk-health's per-group GPU and TPU counts, in the scripts ConfigMap
 REPO = HERE.parents[1]
 DECLARATIONS = {
     "local": REPO / "stacks" / "Pulumi.local.yaml",
@@ -93,7 +94,24 @@ def render(
     mutate: Callable[[dict[str, Any]], None] | None = None,
 ) -> Rendered:
     """Render declaration ``name`` (see :data:`DECLARATIONS`) for an image carrying ``slurm_version``."""
-    raw = copy.deepcopy(load_declaration(str(DECLARATIONS[name])))
+    return render_raw(name, load_declaration(str(DECLARATIONS[name])), slurm_version, cluster_secrets, mutate)
+
+
+def rerender(rendered: Rendered, cluster_secrets: ClusterSecrets, mutate: Callable[[dict[str, Any]], None]) -> Rendered:
+    """A new render of a running stack's current declaration, changed by ``mutate`` (what an edit of the
+    stack file followed by ``pulumi up`` would apply)."""
+    return render_raw(rendered.name, rendered.raw, rendered.raw["image"]["slurmVersion"], cluster_secrets, mutate)
+
+
+def render_raw(
+    name: str,
+    declaration: dict[str, Any],
+    slurm_version: str,
+    cluster_secrets: ClusterSecrets,
+    mutate: Callable[[dict[str, Any]], None] | None = None,
+) -> Rendered:
+    """Render a raw declaration (see :func:`render`)."""
+    raw = copy.deepcopy(declaration)
     standins: list[str] = []
     declared = raw["image"]["slurmVersion"]
     raw["image"] = {**raw["image"], "slurmVersion": slurm_version}
@@ -114,6 +132,17 @@ def render(
         )
     gpu_groups = [g.name for g in plan.groups if g.kube_resource]
     if gpu_groups:
+        scripts = objects.get("ConfigMap", "slurm-scripts")["data"]
+        if HEALTH_GROUPS in scripts:
+            lines = [line.split() for line in scripts[HEALTH_GROUPS].splitlines()]
+            scripts[HEALTH_GROUPS] = "".join(
+                f"{w[0]} 0 {' '.join(w[2:])}\n" if len(w) >= 2 and w[0] in gpu_groups else " ".join(w) + "\n"
+                for w in lines
+            )
+            standins.append(
+                f"{HEALTH_GROUPS}: {', '.join(gpu_groups)} expect 0 GPUs, so slonk-health runs its other checks "
+                "(its GPU checks need NVML; they are tested on recorded NVML answers, not here)"
+            )
         standins.append(
             f"{', '.join(gpu_groups)}: GPU limits served by a device-plugin stand-in "
             "(character devices, major 195, never opened; an nvidia-smi that lists them)"
