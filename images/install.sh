@@ -43,7 +43,7 @@ apt-get update --error-on=any
 # processes are reaped. nfs-kernel-server + rpcbind: the in-cluster NFS server pod (local stacks).
 apt-get install -y --no-install-recommends \
     ca-certificates munge openssh-server openssh-client nfs-common nfs-kernel-server rpcbind \
-    util-linux procps iproute2 sudo catatonit python3 python3-venv
+    util-linux procps iproute2 sudo catatonit python3 python3-venv libnss-extrausers
 
 candidate="$(apt-cache policy slurmctld 2>/dev/null | sed -n 's/^ *Candidate: *//p' | sed 's/^[0-9]*://')"
 have="$(echo "$candidate" | cut -d. -f1-2)"
@@ -75,6 +75,15 @@ got="$(slurmctld -V | awk '{print $2}' | cut -d. -f1-2)"
 
 install -d -o slurm -g slurm /var/spool/slurmctld /var/log/slurm /etc/slurm
 install -d /var/spool/slurmd /run/slurm /opt/slonk/scripts /etc/slonk
+
+# The declared users (the slurm-users Secret, mounted at /etc/slonk/users in every pod) through NSS:
+# libnss-extrausers reads passwd and group from /var/lib/extrausers, which points there. Nothing is
+# written into /etc at run time, so the non-root controller resolves users exactly as the login does.
+rm -rf /var/lib/extrausers
+ln -s /etc/slonk/users /var/lib/extrausers
+sed -i -E 's/^(passwd|group):([[:space:]]+)files( |$)/\1:\2files extrausers\3/' /etc/nsswitch.conf
+grep -q '^passwd:.*extrausers' /etc/nsswitch.conf || die "nsswitch.conf: could not add extrausers"
+install -d /etc/slonk/users
 
 # sshd in a pod: the login pod cannot write /proc/self/loginuid (no CAP_AUDIT_CONTROL), and a
 # required pam_loginuid would end every session at login. Host keys are not baked into the image

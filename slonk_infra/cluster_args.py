@@ -180,6 +180,8 @@ class LoginArgs(TypedDict):
     """Login pods. Default: 1."""
     service_type: NotRequired[str]
     """Type of the SSH Service. One of: ClusterIP, LoadBalancer. Default: ClusterIP."""
+    load_balancer_source_ranges: NotRequired[list[str]]
+    """CIDRs that may reach a LoadBalancer login Service. Default on gcp/aws: the private ranges only (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), never the whole internet; list your offices' or VPN's ranges, or ['0.0.0.0/0'] to open SSH to the world on purpose."""
 
 
 class ControllerArgs(TypedDict):
@@ -323,6 +325,44 @@ class HealthArgs(TypedDict):
     """The last resort for identity. Default: /etc/machine-id."""
 
 
+class UserArgs(TypedDict):
+    """A person who logs in to the login pods and runs jobs, the same UID/GID on every pod."""
+
+    name: str
+    """Login name (lowercase POSIX name, at most 32 characters)."""
+    uid: int
+    """User id (1000 and up), identical on login, controller and workers."""
+    gid: NotRequired[int]
+    """Primary group id (default: the uid)."""
+    group: NotRequired[str]
+    """Primary group name (default: the user name)."""
+    ssh_authorized_keys: NotRequired[list[str]]
+    """OpenSSH public keys (one 'type base64 [comment]' line each)."""
+    sudo: NotRequired[bool]
+    """Passwordless sudo on the login and worker pods (the login container then allows privilege escalation, which setuid sudo needs). Default: False."""
+    shell: NotRequired[str]
+    """Login shell. One of: /bin/bash, /bin/sh. Default: /bin/bash."""
+
+
+class DirectoryArgs(TypedDict):
+    """An LDAP directory the pods resolve users from through SSSD (for sites that have one)."""
+
+    uris: list[str]
+    """LDAP servers, ldaps://host[:port] or ldap://host[:port]."""
+    search_base: str
+    """Base DN of users and groups, e.g. dc=example,dc=org."""
+    start_tls: NotRequired[bool]
+    """StartTLS on ldap:// servers (ldaps:// is TLS already). Default: True."""
+    bind_dn: NotRequired[str]
+    """DN to bind as (default: anonymous bind)."""
+    bind_password_secret: NotRequired[str]
+    """Name of an existing Secret in the namespace whose 'password' key is the bind password."""
+    ca_secret: NotRequired[str]
+    """Name of an existing Secret whose 'ca.crt' key is the directory's CA certificate."""
+    min_id: NotRequired[int]
+    """Lowest UID/GID SSSD returns. Default: 1000."""
+
+
 class SignalsArgs(TypedDict):
     """Which Kubernetes node states drain the Slurm node (besides a person's cordon and health verdicts)."""
 
@@ -439,5 +479,9 @@ class ClusterArgs(TypedDict):
     """AWS settings (cloud: aws)."""
     health: NotRequired[HealthArgs]
     """Node health-check thresholds (slonk-health at pod start, on Slurm's interval, in prolog/epilog); GPU and TPU counts per node come from the catalog."""
+    users: NotRequired[list[UserArgs]]
+    """People who log in and run jobs: name, uid, gid, SSH keys, sudo; the same on every pod."""
+    directory: NotRequired[DirectoryArgs]
+    """An LDAP directory to resolve further users from through SSSD (optional)."""
     operations: NotRequired[OperationsArgs]
     """The operations controller (Slurm <-> Kubernetes state sync, remediation, metrics); off by default, needs slurm.restApi."""

@@ -9,6 +9,7 @@ declaration live in :mod:`slonk_infra.plan`.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -16,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic.alias_generators import to_camel
 
+from slonk_infra.accounts import DirectorySpec, Users
 from slonk_infra.catalog import Cloud, PoolKind
 from slonk_infra.health.config import HealthSpec
 from slonk_infra.ops.config import OperationsSpec
@@ -49,6 +51,14 @@ def _dns_label(max_len: int) -> AfterValidator:
 def _version(value: str) -> str:
     if not VERSION.match(value):
         raise ValueError(f"{value!r} is not a version like 25.05 or 12.8")
+    return value
+
+
+def _cidr(value: str) -> str:
+    try:
+        ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a CIDR range like 203.0.113.0/24 ({exc})") from None
     return value
 
 
@@ -262,6 +272,12 @@ class LoginSpec(Model):
     service_type: Literal["ClusterIP", "LoadBalancer"] = Field(
         default="ClusterIP", description="Type of the SSH Service."
     )
+    load_balancer_source_ranges: list[Annotated[str, AfterValidator(_cidr)]] | None = Field(
+        default=None,
+        description="CIDRs that may reach a LoadBalancer login Service. Default on gcp/aws: the private "
+        "ranges only (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), never the whole internet; list your "
+        "offices' or VPN's ranges, or ['0.0.0.0/0'] to open SSH to the world on purpose.",
+    )
 
 
 class ControllerSpec(Model):
@@ -312,6 +328,13 @@ class ClusterDeclaration(Model):
         default_factory=HealthSpec,
         description="Node health-check thresholds (slonk-health at pod start, on Slurm's interval, in prolog/epilog); "
         "GPU and TPU counts per node come from the catalog.",
+    )
+    users: Users = Field(
+        default_factory=list,
+        description="People who log in and run jobs: name, uid, gid, SSH keys, sudo; the same on every pod.",
+    )
+    directory: DirectorySpec | None = Field(
+        default=None, description="An LDAP directory to resolve further users from through SSSD (optional)."
     )
     operations: OperationsSpec = Field(
         default_factory=OperationsSpec,

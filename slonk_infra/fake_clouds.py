@@ -22,6 +22,9 @@ FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFI
 FAKE_VPC_CIDR = "10.0.0.0/16"
 FAKE_ACCOUNT = "123456789012"
 FAKE_RANDOM_B64 = base64.b64encode(b"offline-mock-random-bytes-not-a-real-key").decode()
+FAKE_PRIVATE_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\noffline-mock-not-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"
+)
 
 
 def after_deploy(what: str) -> str:
@@ -91,6 +94,7 @@ FAKE_OUTPUTS: dict[str, Fake] = {
     "random:index/randomBytes:RandomBytes": Fake(
         outputs=lambda n, s: {"base64": FAKE_RANDOM_B64, "hex": FAKE_RANDOM_B64.encode().hex()}
     ),
+    "tls:index/privateKey:PrivateKey": Fake(outputs=lambda n, s: {"privateKeyOpenssh": FAKE_PRIVATE_KEY}),
 }
 
 FAKE_CALLS: dict[str, Callable[[State], State]] = {

@@ -83,10 +83,12 @@ def test_config_maps_split_topology_from_config_and_hold_the_scripts() -> None:
 
 def test_keys_only_in_secrets_and_the_jwt_key_only_with_the_rest_api() -> None:
     plan = plan_for("gcp", without_rest_api)
-    [munge] = cluster_wide.secrets(plan, KubeInputs(munge_key_b64="S0VZ"))
+    munge, _users, host = cluster_wide.secrets(plan, KubeInputs(munge_key_b64="S0VZ", login_host_key_b64="SE9TVA=="))
     assert munge["metadata"]["name"] == names.MUNGE_SECRET and munge["data"] == {names.MUNGE_KEY_FILE: "S0VZ"}
+    assert host["metadata"]["name"] == names.LOGIN_HOST_KEYS_SECRET
+    assert host["data"] == {names.LOGIN_HOST_KEY_FILE: "SE9TVA=="}
     rest = plan_for("gcp", with_rest_api)
     names_ = [s["metadata"]["name"] for s in cluster_wide.secrets(rest, KubeInputs())]
-    assert names_ == [names.MUNGE_SECRET, names.JWT_SECRET]
+    assert names_ == [names.MUNGE_SECRET, names.USERS_SECRET, names.LOGIN_HOST_KEYS_SECRET, names.JWT_SECRET]
     for cm in cluster_wide.config_maps(rest, files_for(rest), KubeInputs(munge_key_b64="S0VZ")):
         assert "S0VZ" not in str(cm)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pulumi
 import pulumi_random as random
+import pulumi_tls as tls
 
 from slonk_infra import tokens
 from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
@@ -27,6 +29,11 @@ def _resolve(value: Any, services: dict[str, pulumi.CustomResource]) -> Any:
     if isinstance(value, list):
         return [_resolve(v, services) for v in value]
     return value
+
+
+def _b64(text: str | None) -> str | None:
+    """Secret ``data`` form of a text output (None while it is unknown, as under the offline runner)."""
+    return base64.b64encode(text.encode()).decode() if text is not None else None
 
 
 class SlurmCluster(pulumi.ComponentResource):
@@ -55,8 +62,14 @@ class SlurmCluster(pulumi.ComponentResource):
             jwt = random.RandomBytes(
                 f"{name}-jwt-key", length=32, opts=pulumi.ResourceOptions(parent=self, protect=True)
             )
+        # The login pods' SSH host key: made once and protected, so users' known_hosts entries stay valid
+        # across login restarts and updates.
+        host_key = tls.PrivateKey(
+            f"{name}-login-host-key", algorithm="ED25519", opts=pulumi.ResourceOptions(parent=self, protect=True)
+        )
         inputs = KubeInputs(
             munge_key_b64=munge.base64,
+            login_host_key_b64=host_key.private_key_openssh.apply(_b64),
             jwt_key_b64=jwt.base64 if jwt else None,
             pin_to_pools=cloud.pin_to_pools,
             volume_sources={k: {**v.pv_source} for k, v in cloud.volumes.items()},

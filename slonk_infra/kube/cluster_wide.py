@@ -3,6 +3,9 @@ policies, disruption budgets, and the ConfigMaps and Secrets every role mounts."
 
 from __future__ import annotations
 
+import base64
+
+from slonk_infra.accounts import user_files
 from slonk_infra.kube import names
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import Obj, meta
@@ -74,7 +77,7 @@ def config_maps(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> lis
 
 
 def secrets(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
-    """The munge key (and the JWT key with slurmrestd), only as Secrets."""
+    """The munge key, the declared users, the login host key (and the JWT key with slurmrestd), as Secrets."""
     ns = plan.namespace
     out = [
         {
@@ -85,6 +88,27 @@ def secrets(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
             "data": {names.MUNGE_KEY_FILE: inputs.munge_key_b64},
         }
     ]
+    # The declared users, identical in every pod; a Secret although little in it is secret, because it
+    # decides who gets in.
+    users = user_files(plan.declaration.users)
+    out.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta(names.USERS_SECRET, ns, names.AUTH_COMPONENT),
+            "type": "Opaque",
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in users.items()},
+        }
+    )
+    out.append(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta(names.LOGIN_HOST_KEYS_SECRET, ns, names.AUTH_COMPONENT),
+            "type": "Opaque",
+            "data": {names.LOGIN_HOST_KEY_FILE: inputs.login_host_key_b64},
+        }
+    )
     if plan.declaration.slurm.rest_api:
         out.append(
             {

@@ -34,6 +34,8 @@ class KubeInputs:
     """The munge key, base64, for the munge Secret."""
     jwt_key_b64: Any = "<jwt-key>"
     """slurmctld's JWT signing key, base64, for the JWT Secret (with slurmrestd only)."""
+    login_host_key_b64: Any = "<login-host-key>"
+    """The login pods' SSH host key (OpenSSH private key), base64, for the login-host-keys Secret."""
     pin_to_pools: bool = True
     """Whether worker pods select their group's nodes and take one node each (False on local clusters)."""
     volume_sources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)

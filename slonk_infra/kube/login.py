@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from slonk_infra import naming
 from slonk_infra.kube import names
 from slonk_infra.kube.inputs import KubeInputs
@@ -16,6 +18,8 @@ from slonk_infra.kube.pod import (
     restricted,
     shared_mounts,
     slurm_pod_spec,
+    sudoers_mount,
+    sudoers_volume,
 )
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles, paths
@@ -24,19 +28,37 @@ COMPONENT = names.LOGIN_COMPONENT
 SSH_PORT = 22
 # sshd starts as root to switch to each user; only the capabilities it needs for that.
 SSHD_CAPABILITIES = ("CHOWN", "SETUID", "SETGID", "SYS_CHROOT", "AUDIT_WRITE", "NET_BIND_SERVICE", "KILL")
+# Who may reach a cloud load balancer's SSH port when the declaration names nobody: private networks
+# (VPN, peered VPCs, interconnects), never the internet.
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+
+
+def source_ranges(plan: ClusterPlan) -> list[str] | None:
+    """loadBalancerSourceRanges of the SSH Service: the declared ranges; on gcp/aws by default the
+    private ranges only; None (no restriction) for a ClusterIP Service or a local LoadBalancer."""
+    login = plan.declaration.login
+    if login.service_type != "LoadBalancer":
+        return None
+    if login.load_balancer_source_ranges is not None:
+        return list(login.load_balancer_source_ranges)
+    return list(PRIVATE_RANGES) if plan.declaration.cloud in ("gcp", "aws") else None
 
 
 def service(plan: ClusterPlan) -> Obj:
     """SSH to the login pods, of the Service type the declaration asks for (LoadBalancer, ClusterIP...)."""
+    spec: Obj = {
+        "type": plan.declaration.login.service_type,
+        "selector": names.selector(COMPONENT),
+        "ports": [{"name": "ssh", "port": SSH_PORT, "targetPort": SSH_PORT}],
+    }
+    ranges = source_ranges(plan)
+    if ranges is not None:
+        spec["loadBalancerSourceRanges"] = ranges
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": meta(naming.LOGIN, plan.namespace, COMPONENT),
-        "spec": {
-            "type": plan.declaration.login.service_type,
-            "selector": names.selector(COMPONENT),
-            "ports": [{"name": "ssh", "port": SSH_PORT, "targetPort": SSH_PORT}],
-        },
+        "spec": spec,
     }
 
 
@@ -54,13 +76,25 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
         "livenessProbe": ssh_probe,
         "readinessProbe": ssh_probe,
-        "volumeMounts": [*common_mounts(), config_mount(), *shared],
+        "volumeMounts": [
+            *common_mounts(),
+            config_mount(),
+            *shared,
+            {"name": "host-keys", "mountPath": str(PurePosixPath(paths.LOGIN_HOST_KEY).parent), "readOnly": True},
+            sudoers_mount(),
+        ],
     }
+    if any(u.sudo for u in plan.declaration.users):
+        # sudo is a setuid program, which no_new_privs (allowPrivilegeEscalation: false) disarms.
+        container["securityContext"]["allowPrivilegeEscalation"] = True
+    # The host key of every login pod, created once (the component protects it): clients keep
+    # trusting the login Service across restarts; sshd wants it readable by root only.
+    host_keys = {"name": "host-keys", "secret": {"secretName": names.LOGIN_HOST_KEYS_SECRET, "defaultMode": 0o600}}
     pod_spec = slurm_pod_spec(
         plan,
         priority_class=names.control_priority(plan.namespace),
         containers=[container],
-        volumes=[*common_volumes(), config_volume(), *shared_volumes],
+        volumes=[*common_volumes(), config_volume(), *shared_volumes, host_keys, sudoers_volume()],
     )
     if inputs.system_selector:
         pod_spec["nodeSelector"] = dict(inputs.system_selector)

@@ -67,7 +67,7 @@ def munged_sidecar(image: str) -> Obj:
         "image": image,
         "restartPolicy": "Always",
         "command": [f"{SCRIPTS_MOUNT}/munged.sh"],
-        # Starts as root only to hand the key to the munge user, then runs as munge (runuser).
+        # Starts as root only to hand the key to the munge user, then runs as munge (setpriv).
         "securityContext": restricted(caps=("CHOWN", "FOWNER", "DAC_OVERRIDE", "SETUID", "SETGID")),
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
         "startupProbe": {
@@ -92,6 +92,7 @@ def common_volumes() -> list[Obj]:
         {"name": "munge-key", "secret": {"secretName": names.MUNGE_SECRET, "defaultMode": 0o400}},
         scripts_volume(),
         {"name": "run-slurm", "emptyDir": {}},
+        users_volume(),
     ]
 
 
@@ -101,7 +102,25 @@ def common_mounts() -> list[Obj]:
         {"name": "munge-socket", "mountPath": names.MUNGE_SOCKET_DIR},
         scripts_mount(),
         {"name": "run-slurm", "mountPath": names.RUN_SLURM_DIR},
+        {"name": "users", "mountPath": paths.USERS_DIR, "readOnly": True},
     ]
+
+
+def users_volume() -> Obj:
+    """The declared users (slonk_infra.accounts): passwd, group and every authorized_keys.<name>, readable
+    by all as NSS and sshd's AuthorizedKeysCommand (run as nobody) need."""
+    return {"name": "users", "secret": {"secretName": names.USERS_SECRET, "defaultMode": 0o644}}
+
+
+def sudoers_volume() -> Obj:
+    """The declared sudoers file alone, root-owned 0440 as sudo insists."""
+    item = {"key": "sudoers", "path": "sudoers", "mode": 0o440}
+    return {"name": "sudoers", "secret": {"secretName": names.USERS_SECRET, "items": [item]}}
+
+
+def sudoers_mount() -> Obj:
+    """The sudoers drop-in (login and workers, where people run commands)."""
+    return {"name": "sudoers", "mountPath": paths.SUDOERS_FILE, "subPath": "sudoers", "readOnly": True}
 
 
 def config_volume(jwt_key: bool = False) -> Obj:

@@ -20,6 +20,8 @@ from slonk_infra.kube.pod import (
     privileged,
     shared_mounts,
     slurm_pod_spec,
+    sudoers_mount,
+    sudoers_volume,
     tolerations,
 )
 from slonk_infra.plan import ClusterPlan, WorkerGroup
@@ -88,6 +90,8 @@ def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj], fabric: Fa
         "env": [
             {"name": "SLONK_CONTROLLER", "value": naming.controller_host(plan.namespace)},
             {"name": "SLONK_DRAIN_SECONDS", "value": str(DRAIN_SECONDS)},
+            # slurmd.sh sets the node's NodeAddr to this, so a replaced pod is reached at its new IP.
+            {"name": "SLONK_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
             *task_env(plan, group, fabric),
         ],
         "ports": [{"name": "slurmd", "containerPort": paths.SLURMD_PORT}],
@@ -113,6 +117,7 @@ def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj], fabric: Fa
             *common_mounts(),
             {"name": "spool", "mountPath": paths.SLURMD_SPOOL},
             {"name": "dshm", "mountPath": "/dev/shm"},
+            sudoers_mount(),
             *shared,
             *fabric.mounts,
         ],
@@ -136,6 +141,7 @@ def statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs) -> Ob
             *common_volumes(),
             {"name": "spool", "emptyDir": {}},
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+            sudoers_volume(),
             *shared_volumes,
             *fabric.volumes,
         ],

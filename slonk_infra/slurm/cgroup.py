@@ -1,4 +1,4 @@
-"""cgroup.conf for slurmd running in a Kubernetes pod on a cgroup v2 node."""
+"""cgroup.conf for slurmd running in a privileged Kubernetes pod."""
 
 from __future__ import annotations
 
@@ -9,12 +9,16 @@ from slonk_infra.slurm.lines import header
 def render_cgroup_conf(plan: ClusterPlan) -> str:
     """Render cgroup.conf.
 
-    Kubernetes nodes run cgroup v2 and a pod has no systemd to delegate through, so slurmd manages
-    its own subtree of the pod's cgroup (IgnoreSystemd). Cores, memory and devices are constrained so a
-    job sees only the GPUs Slurm gave it; swap is left alone because Kubernetes nodes run without it.
+    The cgroup version is the node's, not the cluster's: GKE and EKS (AL2023, Bottlerocket) nodes run
+    cgroup v2, EKS on Amazon Linux 2 and some on-premises nodes still mount v1, and ``cgroup/v2`` is
+    fatal to slurmd on a v1 or hybrid host. ``autodetect`` (Slurm 22.05+) picks the plugin from what
+    /sys/fs/cgroup is, so one file serves every pool. A pod has no systemd to delegate through, so
+    slurmd manages its own subtree of the pod's cgroup (IgnoreSystemd). Cores, memory and devices are
+    constrained so a job sees only the GPUs Slurm gave it; swap is left alone because Kubernetes nodes
+    run without it. docs/containers.md says what the container tier proves of this (v1 only).
     """
     lines = [
-        "CgroupPlugin=cgroup/v2",
+        "CgroupPlugin=autodetect",
         "IgnoreSystemd=yes",
         "ConstrainCores=yes",
         "ConstrainDevices=yes",

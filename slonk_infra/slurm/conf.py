@@ -6,6 +6,7 @@ from slonk_infra import naming
 from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu
 from slonk_infra.slurm import paths
 from slonk_infra.slurm.lines import header, kv_line
+from slonk_infra.slurm_versions import SlurmVersion
 
 # Node records are static and sized by maxNodes, so scaling a pool changes only replica counts.
 # They start in FUTURE: hidden from sinfo and never contacted until the worker pod's entrypoint
@@ -15,6 +16,10 @@ INITIAL_NODE_STATE = "FUTURE"
 # Seconds between slonk-health runs on each node; CYCLE spreads the runs over the interval so a
 # large cluster does not check every node (and publish every verdict) in the same second.
 HEALTH_CHECK_INTERVAL = 300
+
+# Slurm 23.11 removed CommunicationParameters=NoAddrCache; slurmctld logs an error ("defunct, please
+# remove it") when it is still set.
+ADDR_CACHE_OPTION_REMOVED = SlurmVersion(23, 11)
 
 # Timeouts for nodes that come and go with pods: a pod replaced by Kubernetes gets its slurmd back
 # within a minute or two, so slurmctld waits that long before declaring it dead, and a returning
@@ -109,6 +114,9 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("AuthAltParameters", f"jwt_key={paths.JWT_KEY}" if slurm.rest_api else None),
         # Workers fetch this file from slurmctld (configless): no worker pod mounts or hashes it.
         ("SlurmctldParameters", "enable_configless"),
+        # Pods come back on new IPs. Before 23.11 every daemon caches a node's address unless told not
+        # to; 23.11 removed the option (slurmd.sh sets NodeAddr itself on every version).
+        ("CommunicationParameters", "NoAddrCache" if plan.slurm_version < ADDR_CACHE_OPTION_REMOVED else None),
         ("StateSaveLocation", paths.STATE_DIR),
         ("SlurmdSpoolDir", paths.SLURMD_SPOOL),
         ("SlurmctldPidFile", "/run/slurm/slurmctld.pid"),

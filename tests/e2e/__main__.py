@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -61,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         for decl in declarations:
-            cluster_secrets = ClusterSecrets()
+            cluster_secrets = ClusterSecrets.make(
+                workdir / f"keys-{decl}", _ssh_keygen(podman, image.reference, workdir / f"keys-{decl}")
+            )
             rendered = render(decl, image.slurm_version, cluster_secrets)
             print(f"[{decl}] {len(rendered.objects.items)} rendered objects; stand-ins:", flush=True)
             for line in rendered.standins or ["none"]:
@@ -107,12 +110,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if failed == 0 and passed > 0 else 1
 
 
+def _ssh_keygen(podman: Podman, image: str, keys: Path) -> Callable[[list[str]], None]:
+    """ssh-keygen of the test image, with ``keys`` at /keys."""
+
+    def run(args: list[str]) -> None:
+        keys.mkdir(parents=True, exist_ok=True)
+        podman.run("run", "--rm", "--network", "none", "--volume", f"{keys}:/keys", image, "ssh-keygen", *args)
+
+    return run
+
+
 def remove_kept(workdir: Path) -> int:
     """Remove the pods and network a ``--keep`` run created (found by its recorded prefix) and its work dir."""
     prefix = (workdir / "prefix").read_text(encoding="utf-8").strip()
     podman = Podman(workdir, prefix=prefix)
     names = podman.run("pod", "ls", "--format", "{{.Name}}").stdout.split()
     podman.pods = [n for n in names if n.startswith(f"{prefix}-")]
+    ctrs = podman.run("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    podman.containers = [n for n in ctrs if n.startswith(f"{prefix}-") and n.endswith("-laptop")]
     podman.networks = [f"{prefix}-net"]
     left = podman.cleanup()
     shutil.rmtree(workdir, ignore_errors=True)

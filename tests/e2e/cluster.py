@@ -21,10 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slonk_infra import naming
 from tests.e2e.kube import Obj, fill_volume
 from tests.e2e.podman import Podman, wait_for
 from tests.e2e.pods import DeleteResult, PodInstance, PodOptions, PodRunner
-from tests.e2e.stack import ClusterSecrets, Rendered
+from tests.e2e.stack import LOGIN_HOST_ALIAS, ClusterSecrets, Rendered
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Cluster:
             podman, rendered.objects, self.network, self.gateway, self._next_ip, lambda _: image, self.rundir
         )
         self.pods: dict[str, PodInstance] = {}
+        self._laptop: str | None = None
         self.options: dict[str, PodOptions] = {}
         self.subnet: ipaddress.IPv4Network = subnet
 
@@ -147,8 +149,41 @@ class Cluster:
     def _opts(self, name: str) -> PodOptions:
         return self.options.get(name) or PodOptions()
 
+    def laptop(self) -> str:
+        """A researcher's machine: a container on the cluster network (not a pod) holding the SSH key."""
+        if self._laptop is None:
+            name = f"{self.podman.prefix}-{self.rendered.name}-laptop"
+            ns = self.rendered.plan.namespace
+            self.podman.run(
+                "run", "-d", "--name", name, "--network", self.network, "--ip", self._next_ip(),
+                "--dns", self.gateway, f"--dns-search={ns}.svc.cluster.local",
+                "--volume", f"{self.secrets.keys_dir}:/keys:ro", "--entrypoint", '["sleep", "infinity"]', self.image,
+            )  # fmt: skip
+            self.podman.containers.append(name)
+            self._laptop = name
+        return self._laptop
+
+    def ssh(self, user: str, command: str, timeout: float = 180) -> str:
+        """``ssh user@login.NS.svc.cluster.local command`` from the laptop, trusting only the declared host key."""
+        host = f"{naming.LOGIN}.{self.rendered.plan.namespace}.svc.cluster.local"
+        proc = self.podman.run(
+            "exec", self.laptop(), "ssh", "-F", "/dev/null", "-i", "/keys/id_ed25519", "-o", "BatchMode=yes",
+            "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=/keys/known_hosts",
+            "-o", f"HostKeyAlias={LOGIN_HOST_ALIAS}", "-o", "ConnectTimeout=10", f"{user}@{host}", command,
+            check=False, timeout=timeout,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise AssertionError(
+                f"ssh {user}@login {command!r}: rc {proc.returncode}\n{proc.stdout}{proc.stderr}".rstrip()
+            )
+        return proc.stdout
+
     def down(self) -> None:
-        """Remove every pod of this cluster (no preStop: the run is over) and its network."""
+        """Remove every pod of this cluster (no preStop: the run is over), its laptop and its network."""
+        if self._laptop:
+            self.podman.run("rm", "--force", "--time", "0", self._laptop, check=False)
+            self.podman.containers.remove(self._laptop)
+            self._laptop = None
         for name in list(self.pods):
             self.podman.remove_pod(self.pods.pop(name).podman_name, timeout=2)
         self.podman.run("network", "rm", "--force", self.network, check=False)

@@ -44,6 +44,7 @@ class Podman:
     prefix: str = field(default_factory=lambda: f"slonk-e2e-{secrets.token_hex(3)}")
     pods: list[str] = field(default_factory=list)
     networks: list[str] = field(default_factory=list)
+    containers: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -106,12 +107,15 @@ class Podman:
     def cleanup(self) -> list[str]:
         """Remove every pod and network this run created; returns what could not be removed."""
         left: list[str] = []
+        for name in list(self.containers):
+            if self.run("rm", "--force", "--time", "0", name, check=False).returncode == 0:
+                self.containers.remove(name)
         for name in list(self.pods):
             self.remove_pod(name, timeout=2)
         for name in list(self.networks):
             if self.run("network", "rm", "--force", name, check=False).returncode == 0:
                 self.networks.remove(name)
-        for name in self.pods + self.networks:
+        for name in self.containers + self.pods + self.networks:
             left.append(name)
         return left
 

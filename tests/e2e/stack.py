@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import copy
 import os
-import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +32,11 @@ from tests.e2e.kube import Obj, Objects
 HERE = Path(__file__).resolve().parent
 HEALTH_GROUPS = "health-groups.txt"  # slonk-health's per-group GPU and TPU counts, in the scripts ConfigMap
 REPO = HERE.parents[1]
+LOGIN_HOST_ALIAS = "login"  # the name the researchers' known_hosts gives the login Service's host key
+RESEARCHERS: list[dict[str, Any]] = [
+    {"name": "alice", "uid": 2001, "gid": 2001},
+    {"name": "bob", "uid": 2002, "gid": 2000, "group": "research", "sudo": True},
+]
 DECLARATIONS = {
     "local": REPO / "stacks" / "Pulumi.local.yaml",
     "gpu-shaped": HERE / "Pulumi.gpu-shaped.yaml",
@@ -41,16 +45,37 @@ DECLARATIONS = {
 
 @dataclass
 class ClusterSecrets:
-    """Secret values the component generates at deploy time (Pulumi random resources), made here once."""
+    """Secret values the component generates at deploy time (Pulumi random and tls resources), made here
+    once per run, and the researchers' SSH key pair (what a person would bring)."""
 
+    keys_dir: Path
+    """Holds id_ed25519 (the researchers' private key) and known_hosts (the login host key's public half)."""
+    login_host_key: str
+    user_public_key: str
     munge_key: bytes = field(default_factory=lambda: secrets.token_bytes(1024))
     jwt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+
+    @classmethod
+    def make(cls, keys_dir: Path, ssh_keygen: Callable[[list[str]], None]) -> ClusterSecrets:
+        """New secrets; SSH keys from ``ssh_keygen`` (a function running ssh-keygen with these arguments
+        where ``keys_dir`` is /keys: the test image's, so this machine needs no OpenSSH)."""
+        keys_dir.mkdir(parents=True, exist_ok=True)
+        ssh_keygen(["-q", "-t", "ed25519", "-N", "", "-C", "researcher@e2e", "-f", "/keys/id_ed25519"])
+        ssh_keygen(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f", "/keys/login_host_key"])
+        host_pub = (keys_dir / "login_host_key.pub").read_text().split()[:2]
+        (keys_dir / "known_hosts").write_text(f"{LOGIN_HOST_ALIAS} {' '.join(host_pub)}\n")
+        return cls(
+            keys_dir=keys_dir,
+            login_host_key=(keys_dir / "login_host_key").read_text(),
+            user_public_key=(keys_dir / "id_ed25519.pub").read_text().strip(),
+        )
 
     def kube_inputs(self, plan: ClusterPlan) -> KubeInputs:
         """The inputs the SlurmCluster component hands build_manifests, with these values."""
         return KubeInputs(
             munge_key_b64=base64.b64encode(self.munge_key).decode(),
             jwt_key_b64=base64.b64encode(self.jwt_key).decode(),
+            login_host_key_b64=base64.b64encode(self.login_host_key.encode()).decode(),
             pin_to_pools=plan.declaration.cloud != "local",
         )
 
@@ -117,6 +142,19 @@ def render_raw(
     raw["image"] = {**raw["image"], "slurmVersion": slurm_version}
     if declared != slurm_version:
         standins.append(f"image.slurmVersion {declared} -> {slurm_version} (the Slurm the test image carries)")
+    if not raw.get("users"):
+        raw["users"] = copy.deepcopy(RESEARCHERS)
+        standins.append(
+            "users alice (uid 2001) and bob (uid 2002, group research, sudo) added: the stack declares none"
+        )
+    added = False
+    for user in raw["users"]:
+        keys = user.setdefault("sshAuthorizedKeys", [])
+        if cluster_secrets.user_public_key not in keys:
+            keys.append(cluster_secrets.user_public_key)
+            added = True
+    if added:
+        standins.append("an SSH key made for this run added to every declared user's keys")
     if mutate:
         mutate(raw)
     plan = build_plan(raw)
@@ -147,12 +185,4 @@ def render_raw(
             f"{', '.join(gpu_groups)}: GPU limits served by a device-plugin stand-in "
             "(character devices, major 195, never opened; an nvidia-smi that lists them)"
         )
-    if not Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        conf = objects.get("ConfigMap", "slurm-config")["data"].get("cgroup.conf", "")
-        if re.search(r"^CgroupPlugin=cgroup/v2$", conf, re.M):
-            _set_conf(
-                objects, "slurm-config", "cgroup.conf",
-                lambda t: re.sub(r"^CgroupPlugin=cgroup/v2$", "CgroupPlugin=autodetect", t, flags=re.M),
-            )  # fmt: skip
-            standins.append("cgroup.conf CgroupPlugin=cgroup/v2 -> autodetect (this machine mounts cgroup v1)")
     return Rendered(name, raw, plan, files, objects, standins)

@@ -43,6 +43,8 @@ SETTINGS: dict[str, str] = {
     "CONF_DIR": paths.CONF_DIR,
     "SLURMCTLD_PORT": str(paths.SLURMCTLD_PORT),
     "TASK_ENV_FILE": paths.TASK_ENV_FILE,
+    "USERS_DIR": paths.USERS_DIR,
+    "LOGIN_HOST_KEY": paths.LOGIN_HOST_KEY,
 }
 PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
 

@@ -2,8 +2,15 @@
 # Worker entrypoint. slurmd fetches its config from slurmctld (configless) and registers; its node
 # record, kept in FUTURE until now, becomes IDLE. A failing health check keeps the node out.
 set -eu
+# Until slurmd is exec'd this shell is PID 1, which ignores signals it has no handler for: without
+# this a pod still waiting below would take its whole grace period to stop.
+trap 'exit 143' TERM INT
 until [ -S /run/munge/munge.socket.2 ]; do sleep 1; done
 here="$(dirname "$0")"
+node="$(hostname)"
+# Client commands in this pod (scontrol below, slonk-health's verdict) fetch the config from slurmctld
+# until slurmd has cached it under /run/slurm/conf.
+export SLURM_CONF_SERVER="${SLONK_CONTROLLER}:@SLURMCTLD_PORT@"
 # The variables the manifests name in SLONK_TASK_ENV (fabric, TPU slice), for task-env.sh to hand to
 # every task; the fabric's env script is recorded and read there.
 : > "@TASK_ENV_FILE@.new"
@@ -16,11 +23,33 @@ done
 chmod 644 "@TASK_ENV_FILE@.new"
 mv "@TASK_ENV_FILE@.new" "@TASK_ENV_FILE@"
 sh "$here/healthcheck.sh" boot
-slurmd -D --conf-server "${SLONK_CONTROLLER}:@SLURMCTLD_PORT@" -N "$(hostname)" &
-pid=$!
-trap 'kill -TERM "$pid"' TERM INT
-while kill -0 "$pid" 2>/dev/null; do
-  sleep 30 & wait $! || true
-  if [ "$(sh "$here/rejoin.sh" 2>/dev/null)" = "rejoin" ]; then kill -HUP "$pid"; fi
+# Address refresh, before slurmd registers. slurmctld keeps the address it last reached a node at; a
+# pod replaced without its preStop (node lost, OOM kill, eviction past the grace period) comes back on
+# a new IP, and slurmctld would send it jobs at the old one until the node went DOWN. (A preStop drain
+# returns the node to FUTURE, which clears the address too.)
+tries=0
+until err="$(scontrol update NodeName="$node" NodeAddr="${SLONK_POD_IP:-$node}" NodeHostname="$node" 2>&1)"; do
+  case "$err" in
+    *uthentication*) why=" (this pod's munge key is not slurmctld's: check the munge-key Secret)" ;;
+    *) why="" ;;
+  esac
+  [ $((tries % 30)) -eq 0 ] && echo "slurmd.sh: cannot set $node's address at $SLURM_CONF_SERVER yet: $err$why" >&2
+  tries=$((tries + 1))
+  sleep 2
 done
-wait "$pid"
+# Rejoin, beside slurmd for the pod's lifetime: Slurm 22.05 returns idle nodes to their configured
+# FUTURE state when slurmctld restarts and then stops contacting them; slurmd registers again on SIGHUP.
+(
+  while sleep 30; do
+    if [ "$(sh "$here/rejoin.sh" 2>/dev/null)" = "rejoin" ] && [ -r /run/slurm/slurmd.pid ]; then
+      kill -HUP "$(cat /run/slurm/slurmd.pid)"
+    fi
+  done
+) &
+# slurmd is the container's main process: exec'd under catatonit (PID 1), which forwards SIGTERM to it
+# at once and reaps the slurmstepd processes that outlive their parents; without catatonit in the
+# image, slurmd itself is PID 1. Job cgroups: docs/containers.md.
+if command -v catatonit >/dev/null 2>&1; then
+  exec catatonit -- slurmd -D --conf-server "${SLONK_CONTROLLER}:@SLURMCTLD_PORT@" -N "$node"
+fi
+exec slurmd -D --conf-server "${SLONK_CONTROLLER}:@SLURMCTLD_PORT@" -N "$node"
