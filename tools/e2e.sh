@@ -23,9 +23,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-PYTHON="${PYTHON:-python3}"
-if ! "$PYTHON" -c 'import slonk_infra' 2>/dev/null; then
-    "$PYTHON" -m pip install --quiet -e .
-fi
+# The harness runs in the project's virtual environment (tools/venv.sh: ./.venv at the pinned versions;
+# it is reused when tools/test.sh made it already).
+bash tools/venv.sh >/dev/null
 # The harness removes what it created on SIGTERM; the limit keeps a hung run from holding CI.
-exec timeout --signal=TERM --kill-after=120 "${SLONK_E2E_TIMEOUT:-1800}" "$PYTHON" -m tests.e2e "$@"
+exec timeout --signal=TERM --kill-after=120 "${SLONK_E2E_TIMEOUT:-1800}" "${SLONK_VENV:-.venv}/bin/python" -m tests.e2e "$@"

@@ -15,12 +15,11 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
 from tests.e2e.cluster import Cluster
-from tests.e2e.image import build_image
+from tests.e2e.image import build_image, ssh_keygen
 from tests.e2e.podman import Podman
 from tests.e2e.scenarios import SCENARIOS
 from tests.e2e.stack import DECLARATIONS, ClusterSecrets, render
@@ -63,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for decl in declarations:
             cluster_secrets = ClusterSecrets.make(
-                workdir / f"keys-{decl}", _ssh_keygen(podman, image.reference, workdir / f"keys-{decl}")
+                workdir / f"keys-{decl}", ssh_keygen(podman, image.reference, workdir / f"keys-{decl}")
             )
             rendered = render(decl, image.slurm_version, cluster_secrets)
             print(f"[{decl}] {len(rendered.objects.items)} rendered objects; stand-ins:", flush=True)
@@ -108,16 +107,6 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"e2e: {passed} passed, {failed} failed ({time.monotonic() - t_start:.1f}s)", flush=True)
     return 0 if failed == 0 and passed > 0 else 1
-
-
-def _ssh_keygen(podman: Podman, image: str, keys: Path) -> Callable[[list[str]], None]:
-    """ssh-keygen of the test image, with ``keys`` at /keys."""
-
-    def run(args: list[str]) -> None:
-        keys.mkdir(parents=True, exist_ok=True)
-        podman.run("run", "--rm", "--network", "none", "--volume", f"{keys}:/keys", image, "ssh-keygen", *args)
-
-    return run
 
 
 def remove_kept(workdir: Path) -> int:

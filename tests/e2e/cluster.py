@@ -138,8 +138,10 @@ class Cluster:
             changed = before is not None and _template(before) != _template(sts)
             strategy = (sts["spec"].get("updateStrategy") or {}).get("type", "RollingUpdate")
             if changed and strategy == "RollingUpdate":
-                for pod_name in reversed(have[:want]):
-                    self.delete_pod(pod_name)
+                for pod_name in reversed(have[:want]):  # one at a time, each Ready before the next
+                    _, replacement = self.delete_pod(pod_name)
+                    if replacement is not None:
+                        self.runner.wait_ready(replacement)
                     result.replaced.append(pod_name)
             for ordinal in range(len(have), want):
                 self._create(sts, ordinal)
@@ -166,12 +168,22 @@ class Cluster:
     def ssh(self, user: str, command: str, timeout: float = 180) -> str:
         """``ssh user@login.NS.svc.cluster.local command`` from the laptop, trusting only the declared host key."""
         host = f"{naming.LOGIN}.{self.rendered.plan.namespace}.svc.cluster.local"
-        proc = self.podman.run(
-            "exec", self.laptop(), "ssh", "-F", "/dev/null", "-i", "/keys/id_ed25519", "-o", "BatchMode=yes",
-            "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=/keys/known_hosts",
-            "-o", f"HostKeyAlias={LOGIN_HOST_ALIAS}", "-o", "ConnectTimeout=10", f"{user}@{host}", command,
-            check=False, timeout=timeout,
-        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while True:
+            proc = self.podman.run(
+                "exec", self.laptop(), "ssh", "-F", "/dev/null", "-i", "/keys/id_ed25519", "-o", "BatchMode=yes",
+                "-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=/keys/known_hosts",
+                "-o", f"HostKeyAlias={LOGIN_HOST_ALIAS}", "-o", "ConnectTimeout=10", f"{user}@{host}", command,
+                check=False, timeout=timeout,
+            )  # fmt: skip
+            # 255 is ssh's own failure; right after a login pod is replaced, its name can take a moment to
+            # resolve (aardvark-dns reloads), as a client of a real cluster would retry.
+            transient = proc.returncode == 255 and any(
+                s in proc.stderr for s in ("resolve hostname", "Connection refused", "timed out")
+            )
+            if not transient or time.monotonic() > deadline:
+                break
+            time.sleep(1)
         if proc.returncode != 0:
             raise AssertionError(
                 f"ssh {user}@login {command!r}: rc {proc.returncode}\n{proc.stdout}{proc.stderr}".rstrip()

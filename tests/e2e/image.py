@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,3 +157,13 @@ def build_image(podman: Podman, slurm_version: str) -> BuiltImage:
                 raise PodmanError(f"image build failed (rc {proc.returncode}); log {log}:\n{tail}")
         build_s = time.monotonic() - t2
     return BuiltImage(reference, slurm_version, suite, rootfs_s, import_s, build_s)
+
+
+def ssh_keygen(podman: Podman, image: str, keys: Path) -> Callable[[list[str]], None]:
+    """ssh-keygen of the test image, with ``keys`` at /keys."""
+
+    def run(args: list[str]) -> None:
+        keys.mkdir(parents=True, exist_ok=True)
+        podman.run("run", "--rm", "--network", "none", "--volume", f"{keys}:/keys", image, "ssh-keygen", *args)
+
+    return run

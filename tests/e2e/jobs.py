@@ -31,14 +31,14 @@ def job_state(cluster: Cluster, job: str) -> str:
     return job_fields(cluster, job).get("JobState", "")
 
 
-def wait_job(cluster: Cluster, job: str, states: tuple[str, ...], timeout: float) -> str:
+def wait_job(cluster: Cluster, job: str, states: tuple[str, ...], timeout: float, interval: float = 0.5) -> str:
     """Wait until a job reaches one of ``states``; returns the state."""
 
     def check() -> str | None:
         state = job_state(cluster, job)
         return state if state in states else None
 
-    return str(wait_for(f"job {job} in {'/'.join(states)}", check, timeout, interval=0.5))
+    return str(wait_for(f"job {job} in {'/'.join(states)}", check, timeout, interval=interval))
 
 
 def wait_done(cluster: Cluster, jobs: list[str], timeout: float) -> dict[str, str]:

@@ -281,6 +281,19 @@ class PodRunner:
         except PodmanError:
             return False
 
+    def wait_ready(self, pod: PodInstance, timeout: float = 120) -> float:
+        """Wait until every main container's readinessProbe passes (what a rolling update waits for)."""
+        t0 = time.monotonic()
+        for cname, ctr in pod.main_specs.items():
+            probe = ctr.get("readinessProbe")
+            if probe:
+                container = f"{pod.podman_name}-{cname}"
+                while not self.probe(container, probe):
+                    if time.monotonic() - t0 > timeout:
+                        raise PodmanError(f"{pod.name}/{cname} not ready within {timeout:.0f}s")
+                    time.sleep(0.25)
+        return time.monotonic() - t0
+
     def _wait_probe(self, container: str, probe: Obj, what: str) -> None:
         period = float(probe.get("periodSeconds", 10))
         tries = int(probe.get("failureThreshold", 3))

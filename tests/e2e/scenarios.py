@@ -7,6 +7,7 @@ the cluster as it found it (all started nodes IDLE).
 
 from __future__ import annotations
 
+import re
 import secrets
 import threading
 import time
@@ -52,10 +53,18 @@ def cluster_up(cluster: Cluster) -> str:
     missing = started - records
     if missing:
         raise AssertionError(f"pods with no Slurm node record: {sorted(missing)}")
+    # slonk-health ran in every worker pod (at boot, from the entrypoint) and published its verdict on the node.
+    verdicts = wait_for("slonk-health verdicts on every node", lambda: _verdicts(cluster, started), 60, interval=1.0)
     return (
         f"{len(cluster.pods)} pods started in {started_s:.1f}s; {len(started)} nodes IDLE, "
-        f"{len(future)} FUTURE; start to all IDLE {idle_s:.1f}s"
+        f"{len(future)} FUTURE; start to all IDLE {idle_s:.1f}s; slonk-health verdicts: {verdicts}"
     )
+
+
+def _verdicts(cluster: Cluster, nodes: set[str]) -> str | None:
+    out = cluster.exec(LOGIN, "scontrol show nodes -o", timeout=60).stdout
+    ok = {m[0] for m in re.findall(r"NodeName=(\S+) .*Comment=(\{\S*\"schema\":\"slonk-health/v1\")", out)}
+    return f"{len(ok)}/{len(nodes)} published" if nodes <= ok else None
 
 
 def researcher(cluster: Cluster) -> tuple[str, str]:

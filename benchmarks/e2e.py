@@ -1,0 +1,150 @@
+"""Container-tier benchmark: how fast the rendered pods come up and recover, on real containers.
+
+    python3 benchmarks/e2e.py                        # the local stack; Markdown on stdout
+    python3 benchmarks/e2e.py --declaration gpu-shaped --runs 20 --json out.json
+
+Same pods as ``bash tools/e2e.sh`` (tests/e2e; run that once first, or run this as root on a machine it
+set up). Figures: start to every worker IDLE; ``sbatch`` to RUNNING on an idle cluster (median and
+spread of ``--runs``); a worker pod deleted (preStop) and recreated to IDLE, and lost without preStop to
+its next job running; the controller pod deleted and recreated to answering ``scontrol ping``. Nothing
+here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.e2e.__main__ import SLURM_VERSION
+from tests.e2e.cluster import Cluster
+from tests.e2e.image import build_image, ssh_keygen
+from tests.e2e.jobs import LOGIN, submit, wait_done, wait_job
+from tests.e2e.podman import Podman, wait_for
+from tests.e2e.stack import ClusterSecrets, render
+
+POLL = 0.05  # seconds between state polls: the figures' resolution
+
+
+def _ping(cluster: Cluster) -> bool:
+    return "is UP" in cluster.exec(LOGIN, "scontrol ping", timeout=30).stdout
+
+
+def measure(cluster: Cluster, runs: int, recoveries: int) -> dict[str, object]:
+    """Every figure of one cluster (see the module docstring)."""
+    user = cluster.rendered.plan.declaration.users[0]
+    as_user = f"{user.uid}:{user.primary_gid}"
+    t0 = time.monotonic()
+    cluster.up()
+    cluster.wait_states({n: "idle" for n in cluster.workers()}, 300)
+    up_s = time.monotonic() - t0
+
+    to_running = []
+    for _ in range(runs):
+        job = submit(cluster, f"-N1 -o {user.home}/bench-%j.out", "sleep 1", user=as_user)
+        t1 = time.monotonic()
+        wait_job(cluster, job, ("RUNNING", "COMPLETING", "COMPLETED"), 120, interval=POLL)
+        to_running.append(time.monotonic() - t1)
+        wait_done(cluster, [job], 60)
+
+    worker_idle, lost_ran, ctl_up = [], [], []
+    node = cluster.workers()[0]
+    group, ordinal = node.rsplit("-", 1)
+    for _ in range(recoveries):
+        t2 = time.monotonic()
+        cluster.delete_pod(node)
+        cluster.wait_states({node: "idle"}, 300)
+        worker_idle.append(time.monotonic() - t2)
+
+        warm = submit(cluster, f"-w {node} -o {user.home}/bench-%j.out", "true", user=as_user)
+        wait_done(cluster, [warm], 60)  # slurmctld has now talked to this pod
+        pod = cluster.pods.pop(node)
+        cluster.podman.remove_pod(pod.podman_name, timeout=0)
+        t3 = time.monotonic()
+        cluster._create(cluster.statefulset(group), int(ordinal))
+        job = submit(cluster, f"-w {node} -o {user.home}/bench-%j.out", "true", user=as_user)
+        wait_job(cluster, job, ("RUNNING", "COMPLETING", "COMPLETED"), 300, interval=POLL)
+        lost_ran.append(time.monotonic() - t3)
+        wait_done(cluster, [job], 60)
+
+        t4 = time.monotonic()
+        cluster.delete_pod("slurmctld-0")
+        wait_for("slurmctld answering", lambda: _ping(cluster), 300, interval=POLL)
+        ctl_up.append(time.monotonic() - t4)
+        cluster.wait_states({n: "idle" for n in cluster.workers()}, 300)
+
+    def stats(values: list[float]) -> dict[str, float]:
+        return {
+            "median": round(statistics.median(values), 2),
+            "min": round(min(values), 2),
+            "max": round(max(values), 2),
+            "n": len(values),
+        }
+
+    return {
+        "pods": len(cluster.pods),
+        "workers": len(cluster.workers()),
+        "up_to_all_idle_s": round(up_s, 2),
+        "sbatch_to_running_s": stats(to_running),
+        "worker_deleted_to_idle_s": stats(worker_idle),
+        "worker_lost_to_job_running_s": stats(lost_ran),
+        "controller_deleted_to_ping_s": stats(ctl_up),
+    }
+
+
+def markdown(decl: str, image: str, figures: dict[str, object]) -> str:
+    """The figures as the README's table rows."""
+    rows = [
+        f"| figure ({decl}, {figures['pods']} pods, {figures['workers']} workers; {image}) | seconds |",
+        "|---|---|",
+    ]
+    rows.append(f"| start to every worker IDLE | {figures['up_to_all_idle_s']} |")
+    labels = {
+        "sbatch_to_running_s": "`sbatch` to RUNNING, idle cluster",
+        "worker_deleted_to_idle_s": "worker pod deleted (preStop) to IDLE again",
+        "worker_lost_to_job_running_s": "worker lost without preStop to its next job RUNNING",
+        "controller_deleted_to_ping_s": "controller pod deleted to `scontrol ping` UP",
+    }
+    for key, label in labels.items():
+        s = figures[key]
+        assert isinstance(s, dict)
+        rows.append(f"| {label}: median of {s['n']} (min-max) | {s['median']} ({s['min']}-{s['max']}) |")
+    return "\n".join(rows)
+
+
+def main() -> int:
+    """Run the benchmark; Markdown on stdout."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--declaration", default="local", choices=["local", "gpu-shaped"])
+    parser.add_argument("--runs", type=int, default=20, help="sbatch-to-RUNNING samples")
+    parser.add_argument("--recoveries", type=int, default=3, help="worker and controller recreations")
+    parser.add_argument("--json", type=Path, help="also write the raw figures here")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="slonk-e2e-bench-"))
+    podman = Podman(workdir)
+    cluster: Cluster | None = None
+    try:
+        image = build_image(podman, SLURM_VERSION)
+        secrets = ClusterSecrets.make(workdir / "keys", ssh_keygen(podman, image.reference, workdir / "keys"))
+        cluster = Cluster(podman, render(args.declaration, image.slurm_version, secrets), image.reference, secrets)
+        figures = measure(cluster, args.runs, args.recoveries)
+        print(markdown(args.declaration, f"Slurm {image.slurm_version}", figures))
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=2), encoding="utf-8")
+    finally:
+        if cluster is not None:
+            cluster.down()
+        podman.cleanup()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
