@@ -4,24 +4,30 @@
 would bring them up together); ``apply`` takes a new render and does what ``kubectl apply`` plus the
 StatefulSet controller would: ConfigMap and Secret volumes of running pods get the new contents,
 replicas are added or removed (highest ordinal first, with its preStop hook), and a pod whose template
-changed is replaced only under the RollingUpdate strategy (workers are OnDelete).
+changed is replaced only under the RollingUpdate strategy (workers are OnDelete). Deployments the
+harness runs (slurmrestd) get pods named as a ReplicaSet names them, replaced new-first on a template change.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import ipaddress
 import itertools
 import json
 import re
+import secrets
 import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from slonk_infra import naming
+from slonk_infra.kube import names
 from tests.e2e.kube import Obj, fill_volume
 from tests.e2e.podman import Podman, wait_for
 from tests.e2e.pods import DeleteResult, PodInstance, PodOptions, PodRunner
@@ -56,6 +62,7 @@ class Cluster:
             podman, rendered.objects, self.network, self.gateway, self._next_ip, lambda _: image, self.rundir
         )
         self.pods: dict[str, PodInstance] = {}
+        self._deployment_of: dict[str, str] = {}  # pod name -> its Deployment, for pods not of a StatefulSet
         self._laptop: str | None = None
         self.options: dict[str, PodOptions] = {}
         self.subnet: ipaddress.IPv4Network = subnet
@@ -76,6 +83,11 @@ class Cluster:
         """The first login pod."""
         return self.pods["login-0"]
 
+    def rest_api(self) -> PodInstance | None:
+        """The slurmrestd pod, when the declaration runs slurmrestd."""
+        pods = self.deployment_pods(names.RESTAPI)
+        return pods[0] if pods else None
+
     def workers(self) -> list[str]:
         """Names of the running worker pods (= Slurm node names)."""
         return sorted(n for n, p in self.pods.items() if p.labels.get("app.kubernetes.io/component") == "worker")
@@ -89,9 +101,16 @@ class Cluster:
         rest = [s for s in stss if s["metadata"]["name"] != "slurmctld"]
         for sts in first:
             self._create(sts, 0)
-        jobs = [(s, i) for s in rest for i in range(s["spec"].get("replicas", 1))]
+        jobs: list[Callable[[], PodInstance]] = [
+            functools.partial(self._create, s, i) for s in rest for i in range(s["spec"].get("replicas", 1))
+        ]
+        jobs += [
+            functools.partial(self._create_from_deployment, d)
+            for d in self.rendered.deployments()
+            for _ in range(d["spec"].get("replicas", 1))
+        ]
         with ThreadPoolExecutor(max_workers=4) as pool:
-            list(pool.map(lambda job: self._create(*job), jobs))
+            list(pool.map(lambda job: job(), jobs))
         return time.monotonic() - t0
 
     def _create(self, sts: Obj, ordinal: int) -> PodInstance:
@@ -100,12 +119,29 @@ class Cluster:
         self.pods[name] = pod
         return pod
 
+    def _create_from_deployment(self, dep: Obj) -> PodInstance:
+        # NAME-<template hash>-<5 random>, as a ReplicaSet names its pods: a new name on every recreation.
+        digest = hashlib.sha256(_template(dep).encode()).hexdigest()[:10]
+        name = f"{dep['metadata']['name']}-{digest}-{secrets.token_hex(3)[:5]}"
+        pod = self.runner.create(dep, 0, self.options.get(name), name=name)
+        self.pods[name] = pod
+        self._deployment_of[name] = dep["metadata"]["name"]
+        return pod
+
+    def deployment_pods(self, name: str) -> list[PodInstance]:
+        """The running pods of Deployment ``name``."""
+        return [self.pods[p] for p, d in self._deployment_of.items() if d == name and p in self.pods]
+
     def delete_pod(self, name: str, recreate: bool = True) -> tuple[DeleteResult, PodInstance | None]:
-        """``kubectl delete pod NAME``: the pod goes (preStop first); its StatefulSet makes it again."""
+        """``kubectl delete pod NAME``: the pod goes (preStop first); its StatefulSet (or Deployment) makes it
+        again (a Deployment's under a new name)."""
         pod = self.pods.pop(name)
         result = self.runner.delete(pod)
+        dep = self._deployment_of.pop(name, None)
         if not recreate:
             return result, None
+        if dep is not None:
+            return result, self._create_from_deployment(self.rendered.objects.get("Deployment", dep))
         sts_name, ordinal = name.rsplit("-", 1)
         return result, self._create(self.statefulset(sts_name), int(ordinal))
 
@@ -146,6 +182,14 @@ class Cluster:
             for ordinal in range(len(have), want):
                 self._create(sts, ordinal)
                 result.created.append(f"{name}-{ordinal}")
+        for dep in rendered.deployments():  # RollingUpdate with surge: the new pod Ready, then the old one goes
+            name = dep["metadata"]["name"]
+            before = next((d for d in old.deployments() if d["metadata"]["name"] == name), None)
+            if before is not None and _template(before) != _template(dep):
+                for pod in self.deployment_pods(name):
+                    self.runner.wait_ready(self._create_from_deployment(dep))
+                    self.delete_pod(pod.name, recreate=False)
+                    result.replaced.append(pod.name)
         return result
 
     def _opts(self, name: str) -> PodOptions:

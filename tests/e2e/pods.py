@@ -1,4 +1,4 @@
-"""One StatefulSet replica as a podman pod, created and deleted the way kubelet would.
+"""One StatefulSet replica (or Deployment pod) as a podman pod, created and deleted the way kubelet would.
 
 Create: a pod sandbox (shared network, UTS and IPC namespaces; hostname ``NAME-i``; the pod's DNS
 names as network aliases; the cluster's resolv.conf search list), its volumes, then the init
@@ -84,7 +84,7 @@ class DeleteResult:
 
 
 class PodRunner:
-    """Creates and deletes pods from StatefulSet templates on one podman network."""
+    """Creates and deletes pods from StatefulSet and Deployment templates on one podman network."""
 
     def __init__(
         self,
@@ -106,11 +106,12 @@ class PodRunner:
         self.generation = 0
 
     # ---------------------------------------------------------------------------------- create
-    def create(self, sts: Obj, ordinal: int, options: PodOptions | None = None) -> PodInstance:
-        """Start replica ``ordinal`` of StatefulSet ``sts``."""
+    def create(self, sts: Obj, ordinal: int, options: PodOptions | None = None, name: str | None = None) -> PodInstance:
+        """Start replica ``ordinal`` of StatefulSet ``sts``, or a pod called ``name`` of a Deployment ``sts``
+        (no ordinal identity, no per-pod claims: ``ordinal`` is then unused)."""
         opts = options or PodOptions()
         meta, spec = sts["metadata"], sts["spec"]
-        name = f"{meta['name']}-{ordinal}"
+        name = name or f"{meta['name']}-{ordinal}"
         namespace = meta.get("namespace", "default")
         template = spec["template"]
         pod_spec: Obj = template["spec"]

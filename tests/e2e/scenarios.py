@@ -7,14 +7,19 @@ the cluster as it found it (all started nodes IDLE).
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import secrets
+import shlex
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from slonk_infra.kube import names
+from slonk_infra.slurm import paths
 from tests.e2e.cluster import Cluster
 from tests.e2e.jobs import LOGIN, read, submit, wait_done, wait_job
 from tests.e2e.podman import wait_for
@@ -31,6 +36,8 @@ class Scenario:
     number: int
     title: str
     run: Callable[[Cluster], str]
+    applies: Callable[[Cluster], str | None] = lambda _: None
+    """Why the scenario does not apply to a cluster (a declaration without the feature), or None."""
 
 
 def all_idle(cluster: Cluster, timeout: float = IDLE_TIMEOUT) -> dict[str, str]:
@@ -340,6 +347,101 @@ def wrong_munge_key(cluster: Cluster) -> str:
     )
 
 
+# Runs on the login pod as the researcher (stdlib only): the calls a client of the REST API makes, and two
+# it must not get through (no token; a token presented under another user's name). Prints one JSON object.
+REST_CLIENT = r"""
+import json, re, sys, urllib.error, urllib.request
+base, token, user, other, home = sys.argv[1:6]
+def call(method, path, body=None, name=user, tok=token):
+    headers = {"Content-Type": "application/json"}
+    if tok:
+        headers["X-SLURM-USER-TOKEN"] = tok
+    if name:
+        headers["X-SLURM-USER-NAME"] = name
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return [r.status, json.loads(r.read() or b"{}")]
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return [e.code, json.loads(raw)]
+        except ValueError:
+            return [e.code, {"raw": raw.decode(errors="replace")[:300]}]
+status, spec = call("GET", "/openapi/v3")
+found = re.findall(r"/slurm/v0\.0\.(\d+)/ping", " ".join(spec.get("paths", {})))
+v = max(int(x) for x in found)
+api = f"/slurm/v0.0.{v}"
+script = "#!/bin/sh\necho $(id -un) $(id -u) $(hostname)\n"
+job = {"name": "rest", "current_working_directory": home, "standard_output": f"{home}/rest-%j.out",
+       "environment": ["PATH=/usr/bin:/bin"]}
+print(json.dumps({
+    "openapi": status, "version": v,
+    "ping": call("GET", api + "/ping"),
+    "nodes": call("GET", api + "/nodes"),
+    "submit": call("POST", api + "/job/submit", {"script": script, "job": job}),
+    "no_token": call("GET", api + "/nodes", name=None, tok=None)[0],
+    "as_other": call("GET", api + "/nodes", name=other),
+}))
+"""
+
+
+def _no_rest_api(cluster: Cluster) -> str | None:
+    return None if cluster.rendered.plan.declaration.slurm.rest_api else "the declaration has slurm.restApi off"
+
+
+def rest_api(cluster: Cluster) -> str:
+    """8. slurmrestd, as rendered (its own user, JWT auth, no munge): a researcher's token from
+    ``scontrol token`` reads the cluster and submits a job that runs as them; no token, or the token under
+    another user's name, gets nothing."""
+    pod = cluster.rest_api()
+    if pod is None:
+        raise AssertionError("slurm.restApi is declared but no slurmrestd pod was rendered and started")
+    ready_s = cluster.runner.wait_ready(pod)
+    users = cluster.rendered.plan.declaration.users
+    alice, other = users[0], users[1] if len(users) > 1 else users[0]
+    t0 = time.monotonic()
+    token = cluster.ssh(alice.name, "scontrol token lifespan=600").strip()
+    if not token.startswith("SLURM_JWT="):
+        raise AssertionError(f"scontrol token for {alice.name}: {token!r}")
+    service = f"http://{names.RESTAPI}.{cluster.rendered.plan.namespace}.svc.cluster.local:{paths.SLURMRESTD_PORT}"
+    client = base64.b64encode(REST_CLIENT.encode()).decode()
+    args = " ".join(shlex.quote(a) for a in (service, token.split("=", 1)[1], alice.name, other.name, alice.home))
+    raw = cluster.ssh(alice.name, f"echo {client} | base64 -d | python3 - {args}")
+    out = json.loads(raw.strip().splitlines()[-1])
+    if out["openapi"] != 200 or out["ping"][0] != 200:
+        raise AssertionError(f"slurmrestd: openapi {out['openapi']}, ping {out['ping']}")
+    pings = out["ping"][1].get("pings", [])
+    if not pings or not all(p.get("pinged") == "UP" or p.get("responding") for p in pings):
+        raise AssertionError(f"ping through slurmrestd: {pings}")
+    code, body = out["nodes"]
+    listed = {n["name"]: "+".join(n.get("state", [])).lower() for n in body.get("nodes", [])}
+    missing = [n for n in cluster.workers() if not listed.get(n, "").startswith("idle")]
+    if code != 200 or missing:
+        raise AssertionError(f"GET nodes: HTTP {code}; workers not listed IDLE: {missing} (listed {listed})")
+    code, body = out["submit"]
+    job = str(body.get("job_id", ""))
+    if code != 200 or not job:
+        raise AssertionError(f"POST job/submit: HTTP {code}: {body.get('errors') or body}")
+    wait_done(cluster, [job], 120)
+    ran = cluster.ssh(alice.name, f"cat ~/rest-{job}.out").split()
+    if ran[:2] != [alice.name, str(alice.uid)] or (ran[2:] and ran[2] not in cluster.workers()):
+        raise AssertionError(f"job {job} submitted through slurmrestd ran as {ran}, want {alice.name} on a worker")
+    denied_code, denied = out["as_other"]
+    why = "; ".join(str(e.get("description") or e.get("error")) for e in denied.get("errors", []))[:120]
+    if out["no_token"] < 400 or (other.name != alice.name and denied_code < 400):
+        raise AssertionError(
+            f"slurmrestd let in a request without a token (HTTP {out['no_token']}) or {alice.name}'s token "
+            f"as {other.name} (HTTP {denied_code})"
+        )
+    return (
+        f"{pod.name} ready {ready_s:.1f}s; v0.0.{out['version']}: ping UP, {len(listed)} nodes listed, "
+        f"job {job} submitted by {alice.name}'s JWT ran as {' '.join(ran)} ({time.monotonic() - t0:.1f}s); "
+        f"no token -> HTTP {out['no_token']}, {alice.name}'s token as {other.name} -> HTTP {denied_code} ({why})"
+    )
+
+
 SCENARIOS = [
     Scenario(1, "cluster up", cluster_up),
     Scenario(2, "a researcher's day", researcher_day),
@@ -348,4 +450,5 @@ SCENARIOS = [
     Scenario(5, "config change", config_change),
     Scenario(6, "scale down and up", scale_down_up),
     Scenario(7, "wrong munge key", wrong_munge_key),
+    Scenario(8, "the REST API", rest_api, _no_rest_api),
 ]

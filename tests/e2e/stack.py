@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from slonk_infra.kube.manifests import KubeInputs, build_manifests
+from slonk_infra.kube.names import RESTAPI_COMPONENT
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
 from slonk_infra.stacks import load_declaration
@@ -95,9 +96,21 @@ class Rendered:
         """Worker, controller and login StatefulSets (the in-cluster NFS server is not run: see docs)."""
         return [s for s in self.objects.of_kind("StatefulSet") if not _is_nfs_server(s)]
 
+    def deployments(self) -> list[Obj]:
+        """The Deployments the harness runs: slurmrestd. The operations controller is not run (it needs a
+        Kubernetes API server; benchmarks/sync.py and its tests drive it against real slurmrestd)."""
+        return [d for d in self.objects.of_kind("Deployment") if _component(d) in RUNNABLE_DEPLOYMENTS]
+
+
+RUNNABLE_DEPLOYMENTS = {RESTAPI_COMPONENT}
+
+
+def _component(workload: Obj) -> str:
+    return str(workload["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component", ""))
+
 
 def _is_nfs_server(sts: Obj) -> bool:
-    return bool(sts["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "nfs")
+    return _component(sts) == "nfs"
 
 
 def _machine() -> tuple[int, int]:
@@ -185,4 +198,9 @@ def render_raw(
             f"{', '.join(gpu_groups)}: GPU limits served by a device-plugin stand-in "
             "(character devices, major 195, never opened; an nvidia-smi that lists them)"
         )
+    skipped = [
+        d["metadata"]["name"] for d in objects.of_kind("Deployment") if _component(d) not in RUNNABLE_DEPLOYMENTS
+    ]
+    if skipped:
+        standins.append(f"Deployment {', '.join(skipped)} not run: it needs a Kubernetes API server")
     return Rendered(name, raw, plan, files, objects, standins)

@@ -1,0 +1,86 @@
+"""The container tier's pure parts (tests/e2e), without podman: what it renders and runs, and the names and
+volumes it gives pods. The tier itself (``bash tools/e2e.sh``) runs the pods."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from slonk_infra.stacks import load_declaration
+from tests.e2e.kube import Objects, dns_names, fill_volume
+from tests.e2e.scenarios import SCENARIOS
+from tests.e2e.stack import REPO, ClusterSecrets, render, render_raw
+
+
+@pytest.fixture(scope="module")
+def secrets(tmp_path_factory: pytest.TempPathFactory) -> ClusterSecrets:
+    return ClusterSecrets(
+        keys_dir=tmp_path_factory.mktemp("keys"),
+        login_host_key="-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n-----END OPENSSH PRIVATE KEY-----\n",
+        user_public_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHarness researcher@e2e",
+    )
+
+
+def test_gpu_shaped_runs_slurmrestd_and_local_does_not(secrets: ClusterSecrets) -> None:
+    gpu = render("gpu-shaped", "26.05", secrets)
+    assert [d["metadata"]["name"] for d in gpu.deployments()] == ["slurmrestd"]
+    assert "AuthAltTypes=auth/jwt" in gpu.objects.get("ConfigMap", "slurm-config")["data"]["slurm.conf"]
+    local = render("local", "26.05", secrets)
+    assert local.deployments() == []
+
+
+def test_operations_controller_is_not_run_and_the_run_says_so(secrets: ClusterSecrets) -> None:
+    raw = load_declaration(str(REPO / "stacks" / "Pulumi.gcp.yaml"))
+    assert raw["operations"]["enabled"]
+    rendered = render_raw("gcp", raw, "26.05", secrets)
+    ops = [
+        d["metadata"]["name"] for d in rendered.objects.of_kind("Deployment") if d["metadata"]["name"] != "slurmrestd"
+    ]
+    assert ops, "the gcp stack renders the operations controller"
+    assert [d["metadata"]["name"] for d in rendered.deployments()] == ["slurmrestd"]
+    said = [s for s in rendered.standins if s.startswith("Deployment ")]
+    assert said == [f"Deployment {', '.join(ops)} not run: it needs a Kubernetes API server"]
+
+
+def test_declared_version_and_users_are_stand_ins_said_aloud(secrets: ClusterSecrets) -> None:
+    rendered = render("local", "26.05", secrets)
+    assert rendered.plan.declaration.image.slurm_version == "26.05"
+    assert any(s.startswith("image.slurmVersion ") and s.endswith("-> 26.05 (the Slurm the test image carries)")
+               for s in rendered.standins)  # fmt: skip
+    users = rendered.plan.declaration.users
+    assert [u.name for u in users] == ["alice", "bob"]
+    assert all(secrets.user_public_key in u.ssh_authorized_keys for u in users)
+
+
+def test_rest_api_scenario_applies_only_where_declared(secrets: ClusterSecrets) -> None:
+    scenario = next(s for s in SCENARIOS if s.title == "the REST API")
+    for name, applies in (("gpu-shaped", True), ("local", False)):
+        cluster = cast(Any, SimpleNamespace(rendered=render(name, "26.05", secrets)))
+        assert (scenario.applies(cluster) is None) is applies, name
+    assert all(s.applies(cluster) is None for s in SCENARIOS if s is not scenario)
+
+
+def test_dns_names_of_a_statefulset_pod_and_of_a_deployment_pod() -> None:
+    svc = {"metadata": {"name": "slurmrestd"}}
+    assert dns_names("slurmrestd-abc-12345", "slurm", None, [svc]) == [
+        "slurmrestd",
+        "slurmrestd.slurm",
+        "slurmrestd.slurm.svc",
+        "slurmrestd.slurm.svc.cluster.local",
+    ]
+    names = dns_names("cpu-a-0", "slurm", "slurm-workers", [])
+    assert names[0] == "cpu-a-0.slurm-workers"
+    assert names[-1] == "cpu-a-0.slurm-workers.slurm.svc.cluster.local"
+
+
+def test_secret_volume_items_keep_their_modes(tmp_path: Path) -> None:
+    objects = Objects([{"kind": "Secret", "metadata": {"name": "k"}, "data": {"key": "aGVsbG8="}}])
+    volume = {"name": "v", "secret": {"secretName": "k", "items": [{"key": "key", "path": "sub/f", "mode": 0o400}]}}
+    fill_volume(tmp_path / "v", volume, objects)
+    f = tmp_path / "v" / "sub" / "f"
+    assert f.read_bytes() == b"hello"
+    assert stat.S_IMODE(f.stat().st_mode) == 0o400
