@@ -10,13 +10,13 @@ from tests.kube_support import container, files_for, matches, mounts, plan_for, 
 
 def test_nothing_without_the_rest_api() -> None:
     plan = plan_for("gcp", without_rest_api)
-    assert restapi.rest_api(plan) == []
+    assert restapi.rest_api(plan, files_for(plan)) == []
     assert not [o for o in build_manifests(plan, files_for(plan)) if o["metadata"]["name"] == names.RESTAPI]
 
 
 def test_service_reaches_the_deployment_on_the_port_slurmrestd_listens_on() -> None:
     plan = plan_for("gcp", with_rest_api)
-    svc, dep = restapi.rest_api(plan)
+    svc, dep = restapi.rest_api(plan, files_for(plan))
     assert (svc["kind"], dep["kind"]) == ("Service", "Deployment")
     assert matches(svc["spec"]["selector"], dep["spec"]["template"]["metadata"]["labels"])
     assert matches(dep["spec"]["selector"]["matchLabels"], dep["spec"]["template"]["metadata"]["labels"])
@@ -27,7 +27,7 @@ def test_service_reaches_the_deployment_on_the_port_slurmrestd_listens_on() -> N
 
 def test_runs_as_its_own_user_never_root_nor_slurm_user() -> None:
     plan = plan_for("aws", with_rest_api)
-    dep = restapi.deployment(plan)
+    dep = restapi.deployment(plan, files_for(plan))
     ctx = container(dep["spec"]["template"]["spec"], "slurmrestd")["securityContext"]
     assert ctx["runAsUser"] == names.SLURMRESTD_UID and ctx["runAsNonRoot"] is True
     assert names.SLURMRESTD_UID not in (0, names.SLURM_UID)
@@ -37,10 +37,21 @@ def test_runs_as_its_own_user_never_root_nor_slurm_user() -> None:
 
 def test_reads_slurm_conf_in_daemon_jwt_mode_without_the_signing_key() -> None:
     plan = plan_for("aws", with_rest_api)
-    spec = restapi.deployment(plan)["spec"]["template"]["spec"]
+    spec = restapi.deployment(plan, files_for(plan))["spec"]["template"]["spec"]
     rest = container(spec, "slurmrestd")
     assert {"name": "SLURM_JWT", "value": "daemon"} in rest["env"]
     assert mounts(rest) == {paths.CONF_DIR: "slurm-config"}
     [vol] = spec["volumes"]
     assert all("secret" not in s for s in vol["projected"]["sources"])
     assert "AuthAltTypes=auth/jwt" in files_for(plan).config["slurm.conf"]
+
+
+def test_a_slurm_config_change_rolls_slurmrestd_which_reads_slurm_conf_once() -> None:
+    plan = plan_for("gcp", with_rest_api)
+    files = files_for(plan)
+    hashes = []
+    for text in (files.config["slurm.conf"], files.config["slurm.conf"] + "# changed\n"):
+        changed = type(files)(config={**files.config, "slurm.conf": text}, scripts=files.scripts)
+        dep = restapi.deployment(plan, changed)
+        hashes.append(dep["spec"]["template"]["metadata"]["annotations"][names.CONFIG_HASH])
+    assert hashes[0] != hashes[1]

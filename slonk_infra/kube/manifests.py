@@ -41,7 +41,7 @@ def build_manifests(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | N
         controller.state_claim(plan),
         controller.statefulset(plan, files, inp),
         login.statefulset(plan, files, inp),
-        *restapi.rest_api(plan),
+        *restapi.rest_api(plan, files),
         *[worker.statefulset(plan, g, inp) for g in plan.groups],
         *cluster_wide.disruption_budgets(plan),
         *_operations(plan),

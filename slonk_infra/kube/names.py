@@ -40,7 +40,7 @@ SCHEDULING_COMPONENT = "scheduling"
 NAMESPACE_COMPONENT = "namespace"
 
 # ----------------------------------------------------------------------------------- annotations
-CONFIG_HASH = "slonk.dev/config-hash"  # rolls controller and login pods when the Slurm config changes
+CONFIG_HASH = "slonk.dev/config-hash"  # rolls controller, login and slurmrestd pods when the Slurm config changes
 TOPOLOGY_LABELS = "slonk.dev/node-topology-labels"  # on the topology ConfigMap: the cloud's topology labels
 # On a claim that names no StorageClass (local clusters only): says the cluster's default serves it.
 STORAGE_CLASS_NOTE = "slonk.dev/storage-class"

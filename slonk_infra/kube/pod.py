@@ -26,7 +26,7 @@ def meta(name: str, namespace: str | None, component: str, **extra: str) -> Obj:
 
 
 def config_hash(files: SlurmFiles) -> str:
-    """Hash of the Slurm config the controller and login pods mount (rolls them when it changes)."""
+    """Hash of the Slurm config the controller, login and slurmrestd pods mount (rolls them when it changes)."""
     digest = hashlib.sha256()
     for name, text in sorted(files.all().items()):
         digest.update(name.encode() + b"\0" + text.encode() + b"\0")

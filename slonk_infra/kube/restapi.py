@@ -6,9 +6,9 @@ Clients authenticate with JWTs slurmctld issues; slurmrestd runs as its own unpr
 from __future__ import annotations
 
 from slonk_infra.kube import names
-from slonk_infra.kube.pod import Obj, config_mount, config_volume, meta, restricted, slurm_pod_spec
+from slonk_infra.kube.pod import Obj, config_hash, config_mount, config_volume, meta, restricted, slurm_pod_spec
 from slonk_infra.plan import ClusterPlan
-from slonk_infra.slurm import paths
+from slonk_infra.slurm import SlurmFiles, paths
 
 COMPONENT = names.RESTAPI_COMPONENT
 
@@ -26,8 +26,9 @@ def service(plan: ClusterPlan) -> Obj:
     }
 
 
-def deployment(plan: ClusterPlan) -> Obj:
-    """One slurmrestd replica: stateless, it reads slurm.conf and asks slurmctld."""
+def deployment(plan: ClusterPlan, files: SlurmFiles) -> Obj:
+    """One slurmrestd replica: stateless, it reads slurm.conf and asks slurmctld. slurmrestd reads
+    slurm.conf once, at start, so the config hash rolls it with the controller and login pods."""
     probe = {"tcpSocket": {"port": paths.SLURMRESTD_PORT}, "periodSeconds": 10}
     container: Obj = {
         "name": "slurmrestd",
@@ -59,13 +60,16 @@ def deployment(plan: ClusterPlan) -> Obj:
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": names.selector(COMPONENT)},
-            "template": {"metadata": {"labels": names.labels(COMPONENT)}, "spec": pod_spec},
+            "template": {
+                "metadata": {"labels": names.labels(COMPONENT), "annotations": {names.CONFIG_HASH: config_hash(files)}},
+                "spec": pod_spec,
+            },
         },
     }
 
 
-def rest_api(plan: ClusterPlan) -> list[Obj]:
+def rest_api(plan: ClusterPlan, files: SlurmFiles) -> list[Obj]:
     """The Service and Deployment of slurmrestd, or nothing when the declaration does not ask for it."""
     if not plan.declaration.slurm.rest_api:
         return []
-    return [service(plan), deployment(plan)]
+    return [service(plan), deployment(plan, files)]

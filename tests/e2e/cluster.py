@@ -29,7 +29,7 @@ from pathlib import Path
 from slonk_infra import naming
 from slonk_infra.kube import names
 from tests.e2e.kube import Obj, fill_volume
-from tests.e2e.podman import Podman, wait_for
+from tests.e2e.podman import Podman, PodmanError, wait_for
 from tests.e2e.pods import DeleteResult, PodInstance, PodOptions, PodRunner
 from tests.e2e.stack import LOGIN_HOST_ALIAS, ClusterSecrets, Rendered
 
@@ -268,13 +268,26 @@ class Cluster:
         login = next((n for n in sorted(self.pods) if n.startswith("login-")), None)
         if login is None:  # the login pods are being replaced
             return {}
-        out = self.exec(login, "scontrol --future show nodes -o", timeout=60).stdout
+        try:
+            out = self.exec(login, "scontrol --future show nodes -o", timeout=60).stdout
+        except PodmanError:  # slurmctld not answering (restarting, or one of its pauses: docs/containers.md)
+            return {}
         states = {}
         for line in out.splitlines():
             name, state = re.search(r"NodeName=(\S+)", line), re.search(r" State=(\S+)", line)
             if name and state:
                 states[name.group(1)] = sinfo_state(state.group(1))
         return states
+
+    def controller_answers(self, timeout: float = 15) -> bool:
+        """``scontrol ping`` on a login pod says UP within ``timeout`` seconds."""
+        login = next((n for n in sorted(self.pods) if n.startswith("login-")), None)
+        if login is None:
+            return False
+        try:
+            return "is UP" in self.exec(login, "scontrol ping", timeout=timeout).stdout
+        except PodmanError:
+            return False
 
     def wait_states(self, want: dict[str, str], timeout: float) -> dict[str, str]:
         """Wait until every node named in ``want`` is in that state (a prefix: idle matches idle~)."""

@@ -199,7 +199,7 @@ def controller_recreated(cluster: Cluster) -> str:
     pending = {j: wait_job(cluster, j, ("PENDING",), 30) for j in queued}
     t0 = time.monotonic()
     cluster.delete_pod("slurmctld-0")
-    wait_for("slurmctld answering", lambda: "is UP" in cluster.exec(LOGIN, "scontrol ping").stdout, 120)
+    wait_for("slurmctld answering", cluster.controller_answers, 120)
     back_s = time.monotonic() - t0
     states = {
         j: wait_job(cluster, j, ("RUNNING", "PENDING", "COMPLETING", "COMPLETED"), 30) for j in [running, *queued]
@@ -242,7 +242,7 @@ def config_change(cluster: Cluster) -> str:
     new = rerender(cluster.rendered, cluster.secrets, _with_partition(cluster, name))
     t0 = time.monotonic()
     result = cluster.apply(new)
-    wait_for("slurmctld answering", lambda: "is UP" in cluster.exec(LOGIN, "scontrol ping").stdout, 120)
+    wait_for("slurmctld answering", cluster.controller_answers, 120)
     wait_for(f"partition {name}", lambda: name in cluster.exec(LOGIN, "sinfo -h -o %P").stdout, 60)
     seen_s = time.monotonic() - t0
     job = submit(cluster, f"-p {name} -o {home}/s5-%j.out", "hostname", user=user)
@@ -253,6 +253,9 @@ def config_change(cluster: Cluster) -> str:
         raise AssertionError(f"workers restarted by a config change: {touched}")
     if "slurmctld-0" not in result.replaced:
         raise AssertionError(f"the controller was not rolled (replaced: {result.replaced})")
+    for dep in cluster.rendered.deployments():  # slurmrestd reads slurm.conf only when it starts
+        if not any(p.startswith(f"{dep['metadata']['name']}-") for p in result.replaced):
+            raise AssertionError(f"{dep['metadata']['name']} was not rolled (replaced: {result.replaced})")
     # The login pods were replaced too: SSH still trusts them (the host key is the Secret's, not the pod's).
     cluster.ssh(cluster.rendered.plan.declaration.users[0].name, "true")
     all_idle(cluster)
