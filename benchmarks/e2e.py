@@ -52,7 +52,7 @@ def measure(cluster: Cluster, runs: int, recoveries: int) -> dict[str, object]:
         t1 = time.monotonic()
         wait_job(cluster, job, ("RUNNING", "COMPLETING", "COMPLETED"), 120, interval=POLL)
         to_running.append(time.monotonic() - t1)
-        wait_done(cluster, [job], 60)
+        wait_done(cluster, [job], 180)
 
     worker_idle, lost_ran, ctl_up = [], [], []
     node = cluster.workers()[0]
@@ -64,7 +64,7 @@ def measure(cluster: Cluster, runs: int, recoveries: int) -> dict[str, object]:
         worker_idle.append(time.monotonic() - t2)
 
         warm = submit(cluster, f"-w {node} -o {user.home}/bench-%j.out", "true", user=as_user)
-        wait_done(cluster, [warm], 60)  # slurmctld has now talked to this pod
+        wait_done(cluster, [warm], 180)  # slurmctld has now talked to this pod
         pod = cluster.pods.pop(node)
         cluster.podman.remove_pod(pod.podman_name, timeout=0)
         t3 = time.monotonic()
@@ -72,7 +72,7 @@ def measure(cluster: Cluster, runs: int, recoveries: int) -> dict[str, object]:
         job = submit(cluster, f"-w {node} -o {user.home}/bench-%j.out", "true", user=as_user)
         wait_job(cluster, job, ("RUNNING", "COMPLETING", "COMPLETED"), 300, interval=POLL)
         lost_ran.append(time.monotonic() - t3)
-        wait_done(cluster, [job], 60)
+        wait_done(cluster, [job], 180)
 
         t4 = time.monotonic()
         cluster.delete_pod("slurmctld-0")
