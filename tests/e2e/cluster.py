@@ -62,7 +62,6 @@ class Cluster:
             podman, rendered.objects, self.network, self.gateway, self._next_ip, lambda _: image, self.rundir
         )
         self.pods: dict[str, PodInstance] = {}
-        self._deployment_of: dict[str, str] = {}  # pod name -> its Deployment, for pods not of a StatefulSet
         self._laptop: str | None = None
         self.options: dict[str, PodOptions] = {}
         self.subnet: ipaddress.IPv4Network = subnet
@@ -90,7 +89,7 @@ class Cluster:
 
     def workers(self) -> list[str]:
         """Names of the running worker pods (= Slurm node names)."""
-        return sorted(n for n, p in self.pods.items() if p.labels.get("app.kubernetes.io/component") == "worker")
+        return sorted(n for n, p in self.pods.items() if p.labels.get(names.COMPONENT) == names.WORKER_COMPONENT)
 
     # --------------------------------------------------------------------------------- lifecycle
     def up(self) -> float:
@@ -125,25 +124,23 @@ class Cluster:
         name = f"{dep['metadata']['name']}-{digest}-{secrets.token_hex(3)[:5]}"
         pod = self.runner.create(dep, 0, self.options.get(name), name=name)
         self.pods[name] = pod
-        self._deployment_of[name] = dep["metadata"]["name"]
         return pod
 
     def deployment_pods(self, name: str) -> list[PodInstance]:
         """The running pods of Deployment ``name``."""
-        return [self.pods[p] for p, d in self._deployment_of.items() if d == name and p in self.pods]
+        return [p for p in self.pods.values() if p.owner == ("Deployment", name)]
 
     def delete_pod(self, name: str, recreate: bool = True) -> tuple[DeleteResult, PodInstance | None]:
         """``kubectl delete pod NAME``: the pod goes (preStop first); its StatefulSet (or Deployment) makes it
         again (a Deployment's under a new name)."""
         pod = self.pods.pop(name)
         result = self.runner.delete(pod)
-        dep = self._deployment_of.pop(name, None)
         if not recreate:
             return result, None
-        if dep is not None:
-            return result, self._create_from_deployment(self.rendered.objects.get("Deployment", dep))
-        sts_name, ordinal = name.rsplit("-", 1)
-        return result, self._create(self.statefulset(sts_name), int(ordinal))
+        kind, owner = pod.owner
+        if kind == "Deployment":
+            return result, self._create_from_deployment(self.rendered.objects.get(kind, owner))
+        return result, self._create(self.statefulset(owner), int(name.rsplit("-", 1)[1]))
 
     def apply(self, rendered: Rendered) -> ApplyResult:
         """Apply a new render of the same stack (see the module docstring)."""
@@ -265,7 +262,7 @@ class Cluster:
     def node_states(self) -> dict[str, str]:
         """Slurm node -> state as sinfo names it (idle, allocated, draining, drained, future, down...),
         read with ``scontrol --future show nodes`` on a login pod (22.05's sinfo has no --future)."""
-        login = next((n for n in sorted(self.pods) if n.startswith("login-")), None)
+        login = self._a_login_pod()
         if login is None:  # the login pods are being replaced
             return {}
         try:
@@ -279,9 +276,12 @@ class Cluster:
                 states[name.group(1)] = sinfo_state(state.group(1))
         return states
 
+    def _a_login_pod(self) -> str | None:
+        return next((n for n in sorted(self.pods) if n.startswith(f"{naming.LOGIN}-")), None)
+
     def controller_answers(self, timeout: float = 15) -> bool:
         """``scontrol ping`` on a login pod says UP within ``timeout`` seconds."""
-        login = next((n for n in sorted(self.pods) if n.startswith("login-")), None)
+        login = self._a_login_pod()
         if login is None:
             return False
         try:

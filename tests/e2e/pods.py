@@ -55,6 +55,8 @@ class PodInstance:
     ip: str
     spec: Obj
     labels: dict[str, str]
+    owner: tuple[str, str] = ("StatefulSet", "")
+    """Kind and name of the workload that made the pod (what makes it again when it is deleted)."""
     sidecars: list[str] = field(default_factory=list)
     main: list[str] = field(default_factory=list)
     main_specs: dict[str, Obj] = field(default_factory=dict)
@@ -132,7 +134,8 @@ class PodRunner:
             args += [f"--add-host={name}.{service}.{namespace}.svc.cluster.local:{ip}"]
         self.podman.run(*args)
         self.podman.pods.append(podman_name)
-        pod = PodInstance(name, podman_name, ip, pod_spec, labels, started=time.monotonic())
+        owner = (sts.get("kind", "StatefulSet"), meta["name"])
+        pod = PodInstance(name, podman_name, ip, pod_spec, labels, owner=owner, started=time.monotonic())
         poddir = self.rundir / "pods" / podman_name
         volumes = self._volumes(sts, ordinal, pod_spec, poddir, opts)
         env_fields = {"metadata.name": name, "metadata.namespace": namespace, "status.podIP": ip,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from slonk_infra.kube.manifests import KubeInputs, build_manifests
-from slonk_infra.kube.names import RESTAPI_COMPONENT
+from slonk_infra.kube.names import COMPONENT, NFS_COMPONENT, RESTAPI_COMPONENT
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
 from slonk_infra.stacks import load_declaration
@@ -106,11 +106,11 @@ RUNNABLE_DEPLOYMENTS = {RESTAPI_COMPONENT}
 
 
 def _component(workload: Obj) -> str:
-    return str(workload["spec"]["template"]["metadata"].get("labels", {}).get("app.kubernetes.io/component", ""))
+    return str(workload["spec"]["template"]["metadata"].get("labels", {}).get(COMPONENT, ""))
 
 
 def _is_nfs_server(sts: Obj) -> bool:
-    return _component(sts) == "nfs"
+    return _component(sts) == NFS_COMPONENT
 
 
 def _machine() -> tuple[int, int]:
