@@ -91,16 +91,19 @@ class ProgramRun:
 
 
 APPLY_ORDER = (
-    "Namespace", "PriorityClass", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Secret",
+    "Namespace", "PriorityClass", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+    "ConfigMap", "Secret",
     "PersistentVolume", "PersistentVolumeClaim", "Service", "NetworkPolicy", "Deployment", "StatefulSet",
     "PodDisruptionBudget",
 )  # fmt: skip
 
 
-def _apply_order(obj: dict[str, Any]) -> tuple[int, str, str]:
+def _apply_order(obj: dict[str, Any]) -> tuple[int, str, str, str]:
+    # The kind breaks ties between kinds of equal rank (those not listed) that share a name, such as a
+    # ClusterRole and its binding, which the runtime registers in either order.
     kind = obj.get("kind", "")
     rank = APPLY_ORDER.index(kind) if kind in APPLY_ORDER else len(APPLY_ORDER)
-    return rank, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]
+    return rank, obj["metadata"].get("namespace", ""), obj["metadata"]["name"], kind
 
 
 def _is_manifest(r: Registration) -> bool:

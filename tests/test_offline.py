@@ -13,7 +13,7 @@ from slonk_infra.offline import SECRET_PLACEHOLDER, run_offline
 from slonk_infra.policy.config import load_policy_config
 from slonk_infra.policy.runner import check_registrations
 from slonk_infra.program import main as program_main
-from slonk_infra.render import _clean, run_program
+from slonk_infra.render import _apply_order, _clean, run_program
 from slonk_infra.stacks import load_stack_config
 
 Seen = list[tuple[str, str]]
@@ -123,3 +123,12 @@ def test_secret_envelopes_are_opened_to_their_keys_with_values_masked() -> None:
     sig_key, sig = pulumi.runtime.rpc._special_sig_key, pulumi.runtime.rpc._special_secret_sig
     wire = {"data": {sig_key: sig, "value": {"munge.key": "c2VjcmV0", "n": 1.0}}, "count": 2.0}
     assert _clean(wire) == {"data": {"munge.key": SECRET_PLACEHOLDER, "n": SECRET_PLACEHOLDER}, "count": 2}
+
+
+def test_rendered_objects_are_ordered_whatever_order_the_runtime_registered_them_in() -> None:
+    # A ClusterRole and its binding share a name; the runtime registers them in either order.
+    role = {"kind": "ClusterRole", "metadata": {"name": "slurm-ops"}}
+    binding = {"kind": "ClusterRoleBinding", "metadata": {"name": "slurm-ops"}}
+    deployment = {"kind": "Deployment", "metadata": {"name": "slurm-ops", "namespace": "slurm"}}
+    for given in ([deployment, binding, role], [role, deployment, binding], [binding, role, deployment]):
+        assert sorted(given, key=_apply_order) == [role, binding, deployment]
