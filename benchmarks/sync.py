@@ -42,6 +42,7 @@ if str(ROOT) not in sys.path:
 
 import kubernetes.client as k8s  # noqa: E402
 
+from slonk_infra.declaration.stacks import load_declaration  # noqa: E402
 from slonk_infra.ops.config import OperationsSpec  # noqa: E402
 from slonk_infra.ops.controller import Controller  # noqa: E402
 from slonk_infra.ops.kube_api import KubeApi  # noqa: E402
@@ -51,7 +52,6 @@ from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmRest, TokenSigner  #
 from slonk_infra.ops.sync import Observed, reconcile  # noqa: E402
 from slonk_infra.plan import build_plan  # noqa: E402
 from slonk_infra.slurm import render_slurm_files  # noqa: E402
-from slonk_infra.stacks import load_declaration  # noqa: E402
 from tests.slurmlab import (  # noqa: E402  # noqa: E402
     RestD,
     SlurmLab,

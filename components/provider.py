@@ -1,7 +1,7 @@
 """What the slonk-infra component provider hosts, and its schema, generated from the components' typed args.
 
 Pulumi's component provider for Python reads each hosted component's ``args`` annotation (a ``TypedDict``:
-:class:`slonk_infra.cluster_args.ClusterArgs`, generated from the pydantic declaration) and its
+:class:`slonk_infra.declaration.args.ClusterArgs`, generated from the pydantic declaration) and its
 ``pulumi.Output`` attributes, and serves the package schema from them. The same analysis writes the
 checked-in ``schema.json``::
 

@@ -23,18 +23,18 @@ from slonk_infra.lazy import lazy_getattr
 if TYPE_CHECKING:
     from slonk_infra.clouds import deploy_cloud
     from slonk_infra.cluster import Cluster
-    from slonk_infra.cluster_args import ClusterArgs
     from slonk_infra.components.slurm_cluster import SlurmCluster
-    from slonk_infra.declaration import ClusterDeclaration
-    from slonk_infra.errors import DeclarationError
+    from slonk_infra.declaration.args import ClusterArgs
+    from slonk_infra.declaration.errors import DeclarationError
+    from slonk_infra.declaration.model import ClusterDeclaration
     from slonk_infra.plan import ClusterPlan, build_plan
 
 _WHERE = {
     "Cluster": "slonk_infra.cluster",
-    "ClusterArgs": "slonk_infra.cluster_args",
-    "ClusterDeclaration": "slonk_infra.declaration",
+    "ClusterArgs": "slonk_infra.declaration.args",
+    "ClusterDeclaration": "slonk_infra.declaration.model",
     "ClusterPlan": "slonk_infra.plan",
-    "DeclarationError": "slonk_infra.errors",
+    "DeclarationError": "slonk_infra.declaration.errors",
     "SlurmCluster": "slonk_infra.components.slurm_cluster",
     "build_plan": "slonk_infra.plan",
     "deploy_cloud": "slonk_infra.clouds",

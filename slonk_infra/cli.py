@@ -13,9 +13,9 @@ from typing import NoReturn
 
 import click
 
-from slonk_infra.errors import DeclarationError, StackFileError
+from slonk_infra.declaration.errors import DeclarationError, StackFileError
+from slonk_infra.declaration.stacks import load_declaration, load_stack_config, stack_name
 from slonk_infra.plan import ClusterPlan, build_plan
-from slonk_infra.stacks import load_declaration, load_stack_config, stack_name
 
 # The packaged copy is the single source: policies/policy-config.json (what `pulumi preview
 # --policy-pack-config` is given) points at it.
@@ -92,7 +92,7 @@ def validate(stack: str, stacks_dir: Path | None) -> None:
 @STACKS_DIR
 def render(stack: str, out: Path | None, program: Path | None, stacks_dir: Path | None) -> None:
     """Run STACK's Pulumi program under the mock runtime and write what it would create."""
-    from slonk_infra.render import program_file, run_program, write_render
+    from slonk_infra.offline.render import program_file, run_program, write_render
 
     _plan(stack, stacks_dir)
     name = stack_name(stack)
@@ -135,9 +135,9 @@ def check(
     stack: str, policy_config: Path | None, show_all: bool, program: Path | None, stacks_dir: Path | None
 ) -> None:
     """Run the policy pack on STACK's program offline; exit 1 on any mandatory violation."""
+    from slonk_infra.offline.render import program_file, run_program
     from slonk_infra.policy.config import PolicyConfigError, load_policy_config
     from slonk_infra.policy.runner import PolicyRunError, check_registrations, format_report
-    from slonk_infra.render import program_file, run_program
 
     source = policy_config or DEFAULT_POLICY_CONFIG
     _plan(stack, stacks_dir)

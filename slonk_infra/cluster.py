@@ -9,7 +9,7 @@ The idiom of ``eks.Cluster``: construct it with the declaration and read its out
     pulumi.export("login", cluster.login_address)
 
 The declaration is validated completely (:func:`slonk_infra.plan.build_plan`) before any resource
-is declared; a bad one raises :class:`~slonk_infra.errors.DeclarationError` listing every problem.
+is declared; a bad one raises :class:`~slonk_infra.declaration.errors.DeclarationError` listing every problem.
 """
 
 # No ``from __future__ import annotations``: Pulumi's component analyzer reads the class annotations.
@@ -18,12 +18,12 @@ from typing import Any
 
 import pulumi
 
-from slonk_infra import naming, tokens
+from slonk_infra import tokens
 from slonk_infra.clouds import CloudComponent, deploy_cloud
-from slonk_infra.cluster_args import ClusterArgs
 from slonk_infra.components.slurm_cluster import SlurmCluster
-from slonk_infra.declaration import ClusterDeclaration
-from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.declaration.args import ClusterArgs
+from slonk_infra.declaration.model import ClusterDeclaration
+from slonk_infra.plan import ClusterPlan, build_plan, naming
 
 # Outputs, in the order ``register_outputs`` and the docs list them.
 OUTPUT_KEYS = (
@@ -80,8 +80,8 @@ class Cluster(pulumi.ComponentResource):
     """A Slurm cluster on Kubernetes: the cloud layer (GKE, EKS, or an existing cluster) and the Slurm
     layer (StatefulSets, Services, ConfigMaps, storage) as its two children.
 
-    ``args`` is the cluster declaration: a :class:`~slonk_infra.cluster_args.ClusterArgs` dict (snake_case
-    or camelCase keys), the pydantic :class:`~slonk_infra.declaration.ClusterDeclaration`, or an already
+    ``args`` is the cluster declaration: a :class:`~slonk_infra.declaration.args.ClusterArgs` dict (snake_case
+    or camelCase keys), the pydantic :class:`~slonk_infra.declaration.model.ClusterDeclaration`, or an already
     built :class:`~slonk_infra.plan.ClusterPlan`.
     """
 

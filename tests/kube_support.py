@@ -6,10 +6,10 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import KubeInputs, build_manifests
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
-from slonk_infra.stacks import load_declaration
 
 Obj = dict[str, Any]
 

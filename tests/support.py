@@ -8,9 +8,9 @@ from typing import Any
 
 from slonk_infra.binding import CloudResult
 from slonk_infra.clouds import deploy_cloud
-from slonk_infra.offline import OfflineRun, Registration, run_offline
+from slonk_infra.declaration.stacks import load_declaration
+from slonk_infra.offline.runner import OfflineRun, Registration, run_offline
 from slonk_infra.plan import ClusterPlan
-from slonk_infra.stacks import load_declaration
 
 
 def declaration(stack: str) -> dict[str, Any]:

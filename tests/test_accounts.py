@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from slonk_infra.accounts import DirectorySpec, UserSpec, sssd_conf, user_files
-from slonk_infra.errors import DeclarationError
-from slonk_infra.kube import login, names, worker
+from slonk_infra import vocab
+from slonk_infra.declaration.errors import DeclarationError
+from slonk_infra.declaration.users import DirectorySpec, UserSpec, sssd_conf, user_files
+from slonk_infra.kube import login, worker
 from slonk_infra.kube.cluster_wide import secrets
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import common_mounts, common_volumes
@@ -76,12 +77,12 @@ def test_user_files_are_what_nss_sshd_and_sudo_read() -> None:
 
 def test_every_pod_role_mounts_the_same_users_secret() -> None:
     plan = _plan(users=[ALICE, BOB])
-    [users_secret] = [s for s in secrets(plan, KubeInputs()) if s["metadata"]["name"] == names.USERS_SECRET]
+    [users_secret] = [s for s in secrets(plan, KubeInputs()) if s["metadata"]["name"] == vocab.USERS_SECRET]
     passwd = base64.b64decode(users_secret["data"]["passwd"]).decode()
     assert passwd.startswith("alice:*:2001:2001:")
     assert {"name": "users", "mountPath": paths.USERS_DIR, "readOnly": True} in common_mounts()
     [vol] = [v for v in common_volumes() if v["name"] == "users"]
-    assert vol["secret"]["secretName"] == names.USERS_SECRET
+    assert vol["secret"]["secretName"] == vocab.USERS_SECRET
     # Login and workers (where people run commands) also get the sudoers drop-in, root-only.
     login_spec = login.statefulset(plan, _files(plan), KubeInputs())["spec"]["template"]["spec"]
     worker_spec = worker.statefulset(plan, plan.groups[0], KubeInputs())["spec"]["template"]["spec"]
@@ -108,14 +109,14 @@ def test_login_host_key_is_a_secret_mounted_where_sshd_reads_it() -> None:
     [host] = [
         s
         for s in secrets(plan, KubeInputs(login_host_key_b64="a2V5"))
-        if s["metadata"]["name"] == names.LOGIN_HOST_KEYS_SECRET
+        if s["metadata"]["name"] == vocab.LOGIN_HOST_KEYS_SECRET
     ]
-    assert host["data"] == {names.LOGIN_HOST_KEY_FILE: "a2V5"}
+    assert host["data"] == {vocab.LOGIN_HOST_KEY_FILE: "a2V5"}
     spec = login.statefulset(plan, _files(plan), KubeInputs())["spec"]["template"]["spec"]
     [vol] = [v for v in spec["volumes"] if v["name"] == "host-keys"]
-    assert vol["secret"] == {"secretName": names.LOGIN_HOST_KEYS_SECRET, "defaultMode": 0o600}
+    assert vol["secret"] == {"secretName": vocab.LOGIN_HOST_KEYS_SECRET, "defaultMode": 0o600}
     [mount] = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "host-keys"]
-    assert f"{mount['mountPath']}/{names.LOGIN_HOST_KEY_FILE}" == paths.LOGIN_HOST_KEY
+    assert f"{mount['mountPath']}/{vocab.LOGIN_HOST_KEY_FILE}" == paths.LOGIN_HOST_KEY
     assert paths.LOGIN_HOST_KEY in _files(plan).scripts["login.sh"]
 
 

@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from slonk_infra import naming
 from slonk_infra.catalog import load_catalog, topology_chips, tpu_vms
-from slonk_infra.plan import build_plan
-from slonk_infra.stacks import load_declaration
+from slonk_infra.declaration.stacks import load_declaration
+from slonk_infra.plan import build_plan, naming
 
 CATALOG = load_catalog()
 GPU_MACHINES = sorted(m.name for m in CATALOG.machines.values() if m.kind == "gpu")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slonk_infra.catalog import load_catalog
-from slonk_infra.catalog_fabrics import gke_version_key, minor_of
+from slonk_infra.catalog.fabrics import gke_version_key, minor_of
 
 CATALOG = load_catalog()
 M = CATALOG.machines

@@ -11,8 +11,8 @@ import re
 from typing import Any
 
 from slonk_infra.catalog import load_catalog
-from slonk_infra.render import ProgramRun, run_program
-from slonk_infra.stacks import CONFIG_KEY, load_declaration
+from slonk_infra.declaration.stacks import CONFIG_KEY, load_declaration
+from slonk_infra.offline.render import ProgramRun, run_program
 
 # Paths (dotted, list indexes as [*]) whose values may differ between the clouds, and why.
 ALLOWED_MANIFEST_DIFFERENCES = {

@@ -10,7 +10,7 @@ import pytest
 
 from slonk_infra.clouds import registry
 from slonk_infra.clouds.rules import CloudRules, StorageLimits, StorageRules
-from slonk_infra.declaration import StorageSpec
+from slonk_infra.declaration.model import StorageSpec
 from slonk_infra.plan import build_plan
 from tests.support import declaration
 

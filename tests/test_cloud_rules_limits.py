@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from slonk_infra.clouds import registry
-from slonk_infra.declaration import ClusterDeclaration, StorageSpec
-from slonk_infra.errors import DeclarationError
+from slonk_infra.declaration.errors import DeclarationError
+from slonk_infra.declaration.model import ClusterDeclaration, StorageSpec
 from slonk_infra.plan import build_plan
 from tests.support import declaration
 

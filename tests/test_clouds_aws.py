@@ -18,7 +18,7 @@ from slonk_infra.clouds.aws import (
     launch_template_violations,
 )
 from slonk_infra.clouds.common import SYSTEM_POOL
-from slonk_infra.offline import FAKE_VPC_CIDR, OfflineRun, run_offline
+from slonk_infra.offline.runner import FAKE_VPC_CIDR, OfflineRun, run_offline
 from slonk_infra.plan import ClusterPlan, build_plan
 from tests.support import ancestors, count_by_type, declaration, deploy, with_nodes
 

@@ -13,9 +13,9 @@ from slonk_infra.catalog import load_catalog, topology_chips
 from slonk_infra.clouds.common import SYSTEM_POOL
 from slonk_infra.clouds.gcp import TOKEN, TOPOLOGY_LABELS, GcpInfrastructure, filestore_share
 from slonk_infra.clouds.gcp.infrastructure import node_account_id
-from slonk_infra.offline import OfflineRun, run_offline
+from slonk_infra.declaration.stacks import load_declaration
+from slonk_infra.offline.runner import OfflineRun, run_offline
 from slonk_infra.plan import ClusterPlan, build_plan
-from slonk_infra.stacks import load_declaration
 from tests.support import ancestors, count_by_type, declaration, deploy, with_nodes
 
 NODE_POOL = "gcp:container/nodePool:NodePool"

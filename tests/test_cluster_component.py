@@ -10,13 +10,13 @@ import pytest
 import slonk_infra
 from slonk_infra import tokens
 from slonk_infra.cluster import OUTPUT_KEYS, Cluster
-from slonk_infra.errors import DeclarationError
-from slonk_infra.offline import run_offline
+from slonk_infra.declaration.errors import DeclarationError
+from slonk_infra.declaration.typegen import generate
+from slonk_infra.offline.runner import run_offline
 from slonk_infra.plan import build_plan
-from slonk_infra.typed_args import generate
 from tests.support import declaration
 
-CLUSTER_ARGS = "slonk_infra/cluster_args.py"
+CLUSTER_ARGS = "slonk_infra/declaration/args.py"
 
 
 def user_program(raw: dict[str, Any]) -> dict[str, pulumi.Output[Any]]:
@@ -103,7 +103,7 @@ def test_a_bad_declaration_declares_nothing() -> None:
 
 
 def test_generated_typed_args_are_current() -> None:
-    """cluster_args.py mirrors the pydantic declaration; regenerate with ``python -m slonk_infra.typed_args``."""
+    """declaration/args.py mirrors the pydantic declaration; regenerate with ``python -m slonk_infra.declaration.typegen``."""
     import subprocess
 
     formatted = subprocess.run(
@@ -114,11 +114,13 @@ def test_generated_typed_args_are_current() -> None:
         check=True,
     ).stdout
     with open(CLUSTER_ARGS, encoding="utf-8") as fh:
-        assert fh.read() == formatted, "run: python -m slonk_infra.typed_args > slonk_infra/cluster_args.py"
+        assert fh.read() == formatted, (
+            "run: python -m slonk_infra.declaration.typegen > slonk_infra/declaration/args.py"
+        )
 
 
 def test_typed_args_cover_every_declaration_field() -> None:
-    from slonk_infra import cluster_args
-    from slonk_infra.declaration import ClusterDeclaration
+    from slonk_infra.declaration import args
+    from slonk_infra.declaration.model import ClusterDeclaration
 
-    assert set(cluster_args.ClusterArgs.__annotations__) == set(ClusterDeclaration.model_fields)
+    assert set(args.ClusterArgs.__annotations__) == set(ClusterDeclaration.model_fields)

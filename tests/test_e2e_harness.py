@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import pytest
 
-from slonk_infra.stacks import load_declaration
+from slonk_infra.declaration.stacks import load_declaration
 from tests.e2e.kube import Objects, dns_names, fill_volume
 from tests.e2e.scenarios import SCENARIOS
 from tests.e2e.stack import REPO, ClusterSecrets, render, render_raw

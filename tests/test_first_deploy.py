@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 
 from slonk_infra.catalog import load_catalog
-from slonk_infra.errors import DeclarationError
-from slonk_infra.offline import Registration
+from slonk_infra.declaration.errors import DeclarationError
+from slonk_infra.declaration.stacks import CONFIG_KEY
+from slonk_infra.offline.render import ProgramRun, run_program
+from slonk_infra.offline.runner import Registration
 from slonk_infra.plan import Request, build_plan, fits
 from slonk_infra.plan.capacity import parse_quantity_m, parse_quantity_mib
 from slonk_infra.policy.claims_name_a_storage_class import claims_name_a_storage_class
 from slonk_infra.policy.config import resolve
 from slonk_infra.policy.runner import run_policies
-from slonk_infra.render import ProgramRun, run_program
-from slonk_infra.stacks import CONFIG_KEY
 from tests.support import declaration
 
 CATALOG = load_catalog()

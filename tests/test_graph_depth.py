@@ -6,9 +6,9 @@ from functools import cache
 
 import pytest
 
-from slonk_infra.offline import Registration
-from slonk_infra.render import run_program
-from slonk_infra.stacks import load_stack_config
+from slonk_infra.declaration.stacks import load_stack_config
+from slonk_infra.offline.render import run_program
+from slonk_infra.offline.runner import Registration
 
 # Longest chain over the dependencies the engine receives (depends_on and outputs used as inputs; not
 # parent links), as measured: local provider -> namespace -> object; on AWS the IAM role -> EKS cluster

@@ -3,7 +3,8 @@ and Secrets."""
 
 from __future__ import annotations
 
-from slonk_infra.kube import cluster_wide, names
+from slonk_infra import vocab
+from slonk_infra.kube import cluster_wide
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.manifests import build_manifests
 from slonk_infra.kube.pod import Obj
@@ -28,16 +29,16 @@ def test_namespace_enforces_privileged_and_warns_baseline() -> None:
 
 def test_service_account_has_no_token_and_the_role_only_reads() -> None:
     sa, role = cluster_wide.rbac(plan_for("local"))
-    assert sa["automountServiceAccountToken"] is False and sa["metadata"]["name"] == names.SERVICE_ACCOUNT
+    assert sa["automountServiceAccountToken"] is False and sa["metadata"]["name"] == vocab.SERVICE_ACCOUNT
     assert {v for rule in role["rules"] for v in rule["verbs"]} == {"get", "list", "watch"}
 
 
 def test_priorities_let_production_preempt_workers_and_never_the_controller() -> None:
     plan = plan_for("aws")
     value = {p["metadata"]["name"]: p for p in cluster_wide.priority_classes(plan)}
-    worker = value[names.worker_priority(plan.namespace)]
-    control = value[names.control_priority(plan.namespace)]
-    production = value[names.production_priority(plan.namespace)]
+    worker = value[vocab.worker_priority(plan.namespace)]
+    control = value[vocab.control_priority(plan.namespace)]
+    production = value[vocab.production_priority(plan.namespace)]
     assert worker["value"] < production["value"] < control["value"]
     assert worker["preemptionPolicy"] == "Never"
     assert not any(p["globalDefault"] for p in value.values())
@@ -63,7 +64,7 @@ def test_internal_policy_admits_only_the_namespaces_pods() -> None:
     deny, internal, _ = cluster_wide.network_policies(plan_for("local"))
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
     assert internal["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]
-    assert internal["spec"]["podSelector"]["matchLabels"] == {names.NAME_LABEL: names.APP}
+    assert internal["spec"]["podSelector"]["matchLabels"] == {vocab.NAME_LABEL: vocab.APP}
 
 
 def test_config_maps_split_topology_from_config_and_hold_the_scripts() -> None:
@@ -71,24 +72,24 @@ def test_config_maps_split_topology_from_config_and_hold_the_scripts() -> None:
     files = files_for(plan)
     maps = cluster_wide.config_maps(plan, files, KubeInputs(topology_labels=("a/b", "c/d")))
     config, topo, scripts = (
-        find(maps, "ConfigMap", n) for n in (names.CONFIG_MAP, names.TOPOLOGY_MAP, names.SCRIPTS_MAP)
+        find(maps, "ConfigMap", n) for n in (vocab.CONFIG_MAP, vocab.TOPOLOGY_MAP, vocab.SCRIPTS_MAP)
     )
     assert set(config["data"]) == {"slurm.conf", "gres.conf", "cgroup.conf"}
     assert set(topo["data"]) == {k for k in files.config if k.startswith("topology")} and topo["data"]
     assert scripts["data"] == files.scripts
-    assert topo["metadata"]["annotations"] == {names.TOPOLOGY_LABELS: "a/b,c/d"}
-    plain = find(cluster_wide.config_maps(plan, files, KubeInputs()), "ConfigMap", names.TOPOLOGY_MAP)
+    assert topo["metadata"]["annotations"] == {vocab.TOPOLOGY_LABELS: "a/b,c/d"}
+    plain = find(cluster_wide.config_maps(plan, files, KubeInputs()), "ConfigMap", vocab.TOPOLOGY_MAP)
     assert "annotations" not in plain["metadata"]
 
 
 def test_keys_only_in_secrets_and_the_jwt_key_only_with_the_rest_api() -> None:
     plan = plan_for("gcp", without_rest_api)
     munge, _users, host = cluster_wide.secrets(plan, KubeInputs(munge_key_b64="S0VZ", login_host_key_b64="SE9TVA=="))
-    assert munge["metadata"]["name"] == names.MUNGE_SECRET and munge["data"] == {names.MUNGE_KEY_FILE: "S0VZ"}
-    assert host["metadata"]["name"] == names.LOGIN_HOST_KEYS_SECRET
-    assert host["data"] == {names.LOGIN_HOST_KEY_FILE: "SE9TVA=="}
+    assert munge["metadata"]["name"] == vocab.MUNGE_SECRET and munge["data"] == {vocab.MUNGE_KEY_FILE: "S0VZ"}
+    assert host["metadata"]["name"] == vocab.LOGIN_HOST_KEYS_SECRET
+    assert host["data"] == {vocab.LOGIN_HOST_KEY_FILE: "SE9TVA=="}
     rest = plan_for("gcp", with_rest_api)
     names_ = [s["metadata"]["name"] for s in cluster_wide.secrets(rest, KubeInputs())]
-    assert names_ == [names.MUNGE_SECRET, names.USERS_SECRET, names.LOGIN_HOST_KEYS_SECRET, names.JWT_SECRET]
+    assert names_ == [vocab.MUNGE_SECRET, vocab.USERS_SECRET, vocab.LOGIN_HOST_KEYS_SECRET, vocab.JWT_SECRET]
     for cm in cluster_wide.config_maps(rest, files_for(rest), KubeInputs(munge_key_b64="S0VZ")):
         assert "S0VZ" not in str(cm)

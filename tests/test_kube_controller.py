@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from slonk_infra import naming
-from slonk_infra.kube import controller, names
+from slonk_infra import vocab
+from slonk_infra.kube import controller
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import config_hash
+from slonk_infra.plan import naming
 from slonk_infra.slurm import paths
 from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api, without_rest_api
 
@@ -18,7 +19,7 @@ def test_one_replica_rolled_on_config_change_with_the_config_hash() -> None:
     sts = controller.statefulset(plan, files, KubeInputs())
     assert sts["spec"]["replicas"] == 1
     assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
-    assert sts["spec"]["template"]["metadata"]["annotations"] == {names.CONFIG_HASH: config_hash(files)}
+    assert sts["spec"]["template"]["metadata"]["annotations"] == {vocab.CONFIG_HASH: config_hash(files)}
 
     def more_nodes(raw: dict[str, Any]) -> None:
         raw["pools"][0]["maxNodes"] = raw["pools"][0]["nodes"] + 3
@@ -49,12 +50,12 @@ def test_slurmctld_runs_as_slurm_with_state_on_its_own_claim() -> None:
     spec = sts["spec"]["template"]["spec"]
     ctld = container(spec, "slurmctld")
     ctx = ctld["securityContext"]
-    assert (ctx["runAsUser"], ctx["runAsGroup"], ctx["runAsNonRoot"]) == (names.SLURM_UID, names.SLURM_UID, True)
+    assert (ctx["runAsUser"], ctx["runAsGroup"], ctx["runAsNonRoot"]) == (vocab.SLURM_UID, vocab.SLURM_UID, True)
     assert ctx["capabilities"] == {"drop": ["ALL"]} and ctx["allowPrivilegeEscalation"] is False
-    assert spec["securityContext"]["fsGroup"] == names.SLURM_UID
+    assert spec["securityContext"]["fsGroup"] == vocab.SLURM_UID
     assert mounts(ctld)[paths.STATE_DIR] == "state"
     state = next(v for v in spec["volumes"] if v["name"] == "state")
-    assert state["persistentVolumeClaim"]["claimName"] == names.CONTROLLER_STATE_CLAIM
+    assert state["persistentVolumeClaim"]["claimName"] == vocab.CONTROLLER_STATE_CLAIM
     assert f"StateSaveLocation={paths.STATE_DIR}" in files_for(plan).config["slurm.conf"]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert "scontrol ping" in " ".join(ctld[probe]["exec"]["command"])
@@ -65,7 +66,7 @@ def test_slurmctld_runs_as_slurm_with_state_on_its_own_claim() -> None:
 def test_state_claim_size_and_storage_class_come_from_the_declaration() -> None:
     plan = plan_for("local")
     claim = controller.state_claim(plan)
-    assert claim["metadata"]["name"] == names.CONTROLLER_STATE_CLAIM
+    assert claim["metadata"]["name"] == vocab.CONTROLLER_STATE_CLAIM
     assert claim["spec"]["resources"]["requests"]["storage"] == f"{plan.declaration.controller.state_gib}Gi"
     assert "storageClassName" not in claim["spec"]
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from slonk_infra import naming
-from slonk_infra.kube import cluster_wide, login, names
+from slonk_infra import vocab
+from slonk_infra.kube import cluster_wide, login
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import config_hash
+from slonk_infra.plan import naming
 from slonk_infra.slurm import paths
 from tests.kube_support import container, files_for, matches, mounts, plan_for
 
@@ -39,13 +40,13 @@ def test_login_mounts_the_config_munge_and_every_shared_filesystem() -> None:
     spec = sts["spec"]["template"]["spec"]
     found = mounts(container(spec, "login"))
     assert found[paths.CONF_DIR] == "slurm-config"
-    assert found[names.MUNGE_SOCKET_DIR] == "munge-socket"
+    assert found[vocab.MUNGE_SOCKET_DIR] == "munge-socket"
     for vol in plan.declaration.storage:
         assert found[vol.mount_path] == f"shared-{vol.name}"
     assert "/home" in found
     assert [c["name"] for c in spec["initContainers"]] == ["munged"]
-    assert spec["priorityClassName"] == names.control_priority(plan.namespace)
-    assert sts["spec"]["template"]["metadata"]["annotations"] == {names.CONFIG_HASH: config_hash(files)}
+    assert spec["priorityClassName"] == vocab.control_priority(plan.namespace)
+    assert sts["spec"]["template"]["metadata"]["annotations"] == {vocab.CONFIG_HASH: config_hash(files)}
 
 
 def test_only_the_login_pods_take_ssh_from_outside_the_namespace() -> None:

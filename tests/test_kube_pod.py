@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from slonk_infra.kube import names, pod
+from slonk_infra import vocab
+from slonk_infra.kube import pod
 from slonk_infra.kube.manifests import build_manifests
 from slonk_infra.kube.pod import Obj
 from tests.kube_support import files_for, plan_for, with_rest_api
@@ -21,7 +22,7 @@ def _workloads(stack: str) -> list[Obj]:
     return [
         o
         for o in build_manifests(plan, files_for(plan))
-        if o["kind"] in ("StatefulSet", "Deployment") and o["metadata"]["labels"].get(names.NAME_LABEL) == names.APP
+        if o["kind"] in ("StatefulSet", "Deployment") and o["metadata"]["labels"].get(vocab.NAME_LABEL) == vocab.APP
     ]
 
 
@@ -67,11 +68,11 @@ def test_munged_reads_the_key_where_the_secret_is_mounted() -> None:
     sidecar = pod.munged_sidecar("img")
     at = {m["mountPath"]: m["name"] for m in sidecar["volumeMounts"]}
     script = files_for(plan).scripts["munged.sh"]
-    assert f"{names.MUNGE_SECRET_DIR}/{names.MUNGE_KEY_FILE}" in script
-    assert at[names.MUNGE_SECRET_DIR] == "munge-key"
+    assert f"{vocab.MUNGE_SECRET_DIR}/{vocab.MUNGE_KEY_FILE}" in script
+    assert at[vocab.MUNGE_SECRET_DIR] == "munge-key"
     [secret_vol] = [v for v in pod.common_volumes() if v["name"] == "munge-key"]
-    assert secret_vol["secret"]["secretName"] == names.MUNGE_SECRET
-    assert at[names.MUNGE_SOCKET_DIR] == "munge-socket" and at[names.MUNGE_PRIVATE_DIR] == "munge-private"
+    assert secret_vol["secret"]["secretName"] == vocab.MUNGE_SECRET
+    assert at[vocab.MUNGE_SOCKET_DIR] == "munge-socket" and at[vocab.MUNGE_PRIVATE_DIR] == "munge-private"
     assert sidecar["restartPolicy"] == "Always"  # a native sidecar: starts first, runs beside the daemon
 
 
@@ -87,9 +88,9 @@ def test_only_workers_and_nfs_servers_are_privileged() -> None:
     for obj in _workloads("local"):
         for c in _containers(obj["spec"]["template"]["spec"]):
             if c.get("securityContext", {}).get("privileged"):
-                assert (obj["metadata"]["labels"][names.COMPONENT], c["name"]) in {
-                    (names.WORKER_COMPONENT, "slurmd"),
-                    (names.NFS_COMPONENT, "nfs"),
+                assert (obj["metadata"]["labels"][vocab.COMPONENT], c["name"]) in {
+                    (vocab.WORKER_COMPONENT, "slurmd"),
+                    (vocab.NFS_COMPONENT, "nfs"),
                 }
 
 
@@ -98,6 +99,6 @@ def test_slurm_pods_share_one_service_account_without_a_token_and_resolve_worker
     for obj in _workloads("aws"):
         spec = obj["spec"]["template"]["spec"]
         assert spec["automountServiceAccountToken"] is False
-        if obj["metadata"]["labels"][names.COMPONENT] != names.NFS_COMPONENT:
-            assert spec["serviceAccountName"] == names.SERVICE_ACCOUNT
+        if obj["metadata"]["labels"][vocab.COMPONENT] != vocab.NFS_COMPONENT:
+            assert spec["serviceAccountName"] == vocab.SERVICE_ACCOUNT
             assert spec["dnsConfig"] == {"searches": [f"slurm-workers.{plan.namespace}.svc.cluster.local"]}

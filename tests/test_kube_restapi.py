@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from slonk_infra.kube import names, restapi
+from slonk_infra import vocab
+from slonk_infra.kube import restapi
 from slonk_infra.kube.manifests import build_manifests
 from slonk_infra.slurm import paths
 from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api, without_rest_api
@@ -11,7 +12,7 @@ from tests.kube_support import container, files_for, matches, mounts, plan_for, 
 def test_nothing_without_the_rest_api() -> None:
     plan = plan_for("gcp", without_rest_api)
     assert restapi.rest_api(plan, files_for(plan)) == []
-    assert not [o for o in build_manifests(plan, files_for(plan)) if o["metadata"]["name"] == names.RESTAPI]
+    assert not [o for o in build_manifests(plan, files_for(plan)) if o["metadata"]["name"] == vocab.RESTAPI]
 
 
 def test_service_reaches_the_deployment_on_the_port_slurmrestd_listens_on() -> None:
@@ -29,8 +30,8 @@ def test_runs_as_its_own_user_never_root_nor_slurm_user() -> None:
     plan = plan_for("aws", with_rest_api)
     dep = restapi.deployment(plan, files_for(plan))
     ctx = container(dep["spec"]["template"]["spec"], "slurmrestd")["securityContext"]
-    assert ctx["runAsUser"] == names.SLURMRESTD_UID and ctx["runAsNonRoot"] is True
-    assert names.SLURMRESTD_UID not in (0, names.SLURM_UID)
+    assert ctx["runAsUser"] == vocab.SLURMRESTD_UID and ctx["runAsNonRoot"] is True
+    assert vocab.SLURMRESTD_UID not in (0, vocab.SLURM_UID)
     assert ctx["capabilities"] == {"drop": ["ALL"]}
     assert dep["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
@@ -53,5 +54,5 @@ def test_a_slurm_config_change_rolls_slurmrestd_which_reads_slurm_conf_once() ->
     for text in (files.config["slurm.conf"], files.config["slurm.conf"] + "# changed\n"):
         changed = type(files)(config={**files.config, "slurm.conf": text}, scripts=files.scripts)
         dep = restapi.deployment(plan, changed)
-        hashes.append(dep["spec"]["template"]["metadata"]["annotations"][names.CONFIG_HASH])
+        hashes.append(dep["spec"]["template"]["metadata"]["annotations"][vocab.CONFIG_HASH])
     assert hashes[0] != hashes[1]

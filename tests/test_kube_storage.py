@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from slonk_infra.kube import names, storage
+from slonk_infra import vocab
+from slonk_infra.kube import storage
 from slonk_infra.kube.inputs import ClusterIPOf, KubeInputs
 from tests.kube_support import find, plan_for
 
@@ -17,7 +18,7 @@ def test_each_volume_is_a_retained_pv_bound_to_its_claim(stack: str) -> None:
     plan = plan_for(stack)
     objs = storage.storage_objects(plan, KubeInputs())
     for vol in plan.declaration.storage:
-        claim = find(objs, "PersistentVolumeClaim", names.claim_name(vol.name))
+        claim = find(objs, "PersistentVolumeClaim", vocab.claim_name(vol.name))
         pv = find(objs, "PersistentVolume", claim["spec"]["volumeName"])
         assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
         assert pv["spec"]["claimRef"] == {"namespace": plan.namespace, "name": claim["metadata"]["name"]}
@@ -45,7 +46,7 @@ def test_in_cluster_nfs_server_keeps_its_data_and_feeds_the_pv_its_cluster_ip() 
     plan = plan_for("local")
     [vol] = [v for v in plan.declaration.storage if v.kind == "nfs-server"]
     objs = storage.storage_objects(plan, KubeInputs())
-    name = names.nfs_server(vol.name)
+    name = vocab.nfs_server(vol.name)
     svc, sts = find(objs, "Service", name), find(objs, "StatefulSet", name)
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
     assert sts["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"] == f"{vol.capacity_gib}Gi"
@@ -55,7 +56,7 @@ def test_in_cluster_nfs_server_keeps_its_data_and_feeds_the_pv_its_cluster_ip() 
     server = find(objs, "PersistentVolume", storage.pv_name(plan, vol))["spec"]["nfs"]["server"]
     assert isinstance(server, ClusterIPOf) and server.service == name
     nfs = sts["spec"]["template"]["spec"]["containers"][0]
-    assert {m["mountPath"] for m in nfs["volumeMounts"]} >= {names.NFS_EXPORT_DIR}
+    assert {m["mountPath"] for m in nfs["volumeMounts"]} >= {vocab.NFS_EXPORT_DIR}
     # The server comes before the volume that points at it (apply order).
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objs]
     assert kinds.index(("Service", name)) < kinds.index(("PersistentVolume", storage.pv_name(plan, vol)))

@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from slonk_infra import naming
-from slonk_infra.kube import names, worker
+from slonk_infra import vocab
+from slonk_infra.kube import worker
+from slonk_infra.kube.fabric import fabric_pod_parts
 from slonk_infra.kube.inputs import KubeInputs
-from slonk_infra.plan import ClusterPlan, WorkerGroup
-from slonk_infra.pod_fabric import fabric_pod_parts
+from slonk_infra.plan import ClusterPlan, WorkerGroup, naming
 from slonk_infra.slurm import paths
 from tests.kube_support import container, files_for, matches, mounts, plan_for
 
@@ -37,7 +37,7 @@ def test_accelerator_limit_equals_the_groups_gres_count(stack: str) -> None:
         if group.kind == "cpu":
             assert "limits" not in slurmd["resources"] and "Gres" not in record
             continue
-        resource = {"gpu": names.GPU_RESOURCE, "tpu": names.TPU_RESOURCE}[group.kind]
+        resource = {"gpu": vocab.GPU_RESOURCE, "tpu": vocab.TPU_RESOURCE}[group.kind]
         count = int(record["Gres"].rsplit(":", 1)[1])
         assert count == group.gres_count > 0
         # Besides the accelerators, the fabric's devices (EFA interfaces on EKS) from the catalog.
@@ -65,8 +65,8 @@ def test_on_delete_parallel_and_no_config_hash() -> None:
         assert sts["spec"]["podManagementPolicy"] == "Parallel"
         assert sts["spec"]["replicas"] == group.replicas
         assert sts["metadata"]["name"] == naming.statefulset(group.name)
-        assert names.CONFIG_HASH not in sts["spec"]["template"]["metadata"].get("annotations", {})
-        assert sts["spec"]["template"]["metadata"]["labels"][names.GROUP_LABEL] == group.name
+        assert vocab.CONFIG_HASH not in sts["spec"]["template"]["metadata"].get("annotations", {})
+        assert sts["spec"]["template"]["metadata"]["labels"][vocab.GROUP_LABEL] == group.name
         assert matches(sts["spec"]["selector"]["matchLabels"], sts["spec"]["template"]["metadata"]["labels"])
 
 
@@ -101,7 +101,7 @@ def test_every_shared_filesystem_is_mounted_through_its_claim(stack: str) -> Non
             v["name"]: v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v
         }
         for vol in plan.declaration.storage:
-            assert claims[found[vol.mount_path]] == names.claim_name(vol.name)
+            assert claims[found[vol.mount_path]] == vocab.claim_name(vol.name)
         assert found[paths.SLURMD_SPOOL] == "spool"
 
 
@@ -119,7 +119,7 @@ def test_health_check_counts_come_from_files_not_the_pod_environment() -> None:
 def test_pinned_to_the_pool_one_per_node_and_tolerating_exactly_its_taints() -> None:
     for plan, group in _groups("gcp"):
         spec = worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"]
-        assert spec["nodeSelector"][names.POOL_LABEL] == group.name
+        assert spec["nodeSelector"][vocab.POOL_LABEL] == group.name
         assert spec["nodeSelector"] == group.node_selector
         [term] = spec["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         assert term["topologyKey"] == "kubernetes.io/hostname"
@@ -127,8 +127,8 @@ def test_pinned_to_the_pool_one_per_node_and_tolerating_exactly_its_taints() -> 
             (t.key, t.value, t.effect) for t in group.taints
         ]
         if group.kind == "gpu":
-            assert (names.GPU_RESOURCE, "NoSchedule") in {(t["key"], t["effect"]) for t in spec["tolerations"]}
-        assert spec["priorityClassName"] == names.worker_priority(plan.namespace)
+            assert (vocab.GPU_RESOURCE, "NoSchedule") in {(t["key"], t["effect"]) for t in spec["tolerations"]}
+        assert spec["priorityClassName"] == vocab.worker_priority(plan.namespace)
 
 
 def test_local_clusters_do_not_pin_workers() -> None:
@@ -145,7 +145,7 @@ def test_multi_host_tpu_slices_open_the_tpu_runtime_ports() -> None:
         slurmd = container(worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"], "slurmd")
         host_ports = sorted(p["hostPort"] for p in slurmd["ports"] if "hostPort" in p)
         assert host_ports == (sorted(worker.TPU_HOST_PORTS) if group.replicas > 1 else [])
-        assert group.node_selector[names.TPU_TOPOLOGY_LABEL] == group.tpu_topology
+        assert group.node_selector[vocab.TPU_TOPOLOGY_LABEL] == group.tpu_topology
 
 
 def test_workers_service_is_headless_and_selects_every_group() -> None:

@@ -8,13 +8,13 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from slonk_infra.cli import DEFAULT_POLICY_CONFIG
-from slonk_infra.fake_clouds import FAKE_OUTPUTS, FakeClouds
-from slonk_infra.offline import SECRET_PLACEHOLDER, run_offline
+from slonk_infra.declaration.stacks import load_stack_config
+from slonk_infra.offline.fake_clouds import FAKE_OUTPUTS, FakeClouds
+from slonk_infra.offline.render import _apply_order, _clean, run_program
+from slonk_infra.offline.runner import SECRET_PLACEHOLDER, run_offline
 from slonk_infra.policy.config import load_policy_config
 from slonk_infra.policy.runner import check_registrations
 from slonk_infra.program import main as program_main
-from slonk_infra.render import _apply_order, _clean, run_program
-from slonk_infra.stacks import load_stack_config
 
 Seen = list[tuple[str, str]]
 

@@ -289,9 +289,10 @@ class FakeKube:
                         self._send(200, new)
                     elif method == "DELETE":
                         del store[key]
-                        self._send(200, obj)
+                        # The hook runs before the answer, so a caller that saw the delete sees its effect.
                         if fake.on_delete is not None:
                             fake.on_delete(copy.deepcopy(obj))
+                        self._send(200, obj)
                     else:
                         self._status(405, "MethodNotAllowed", method)
 

@@ -8,6 +8,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import build_manifests
 from slonk_infra.ops.config import OperationsSpec, load_spec
 from slonk_infra.ops.kube_api import KubeApi
@@ -15,7 +16,6 @@ from slonk_infra.ops.manifests import operations_objects
 from slonk_infra.ops.model import POOL_LABEL
 from slonk_infra.plan import build_plan
 from slonk_infra.slurm import render_slurm_files
-from slonk_infra.stacks import load_declaration
 from tests.test_ops_fakekube import selector_matches
 
 KUBE_VERSIONS = ["1.31.0", "1.33.0"]

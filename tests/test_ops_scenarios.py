@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.ops.config import OperationsSpec, RemediationSpec
 from slonk_infra.ops.controller import Controller, TickReport
 from slonk_infra.ops.main import main, serve
@@ -38,7 +39,6 @@ from slonk_infra.ops.records import JobRecord, StateStore
 from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmError, SlurmRest, TokenSigner
 from slonk_infra.plan import build_plan
 from slonk_infra.slurm import render_slurm_files
-from slonk_infra.stacks import load_declaration
 from tests.slurmlab import RestD, SlurmLab, SlurmLabError, free_ports, require_flavor, stand_in_health_check
 from tests.test_ops_fakekube import FakeKube
 from tests.test_ops_sync import verdict

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from slonk_infra.errors import DeclarationError
+from slonk_infra.declaration.errors import DeclarationError
 from slonk_infra.plan import GPU_TAINT, Problems, build_plan, default_partitions
 from slonk_infra.plan.checks import check_storage
 from tests.kube_support import plan_for

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from slonk_infra.catalog import load_catalog
-from slonk_infra.pod_fabric import (
+from slonk_infra.kube.fabric import (
     DEFAULT_INTERFACE,
     INTERFACES,
     TASK_ENV,

@@ -24,18 +24,18 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-import slonk_infra.render
+import slonk_infra.offline.render
 from slonk_infra.catalog import load_catalog
 from slonk_infra.cli import main
-from slonk_infra.offline import UNKNOWN, Registration
+from slonk_infra.declaration.stacks import load_stack_config
+from slonk_infra.offline.render import run_program
+from slonk_infra.offline.runner import UNKNOWN, Registration
 from slonk_infra.policy import ALL_POLICIES, PolicyConfig, PolicyConfigError, load_policy_config
 from slonk_infra.policy import policies as P
 from slonk_infra.policy.config import resolve
 from slonk_infra.policy.images import parse_image
 from slonk_infra.policy.runner import CheckResult, analyzer_props, check_registrations, format_report
 from slonk_infra.policy.slurmconf import gres_conf_counts, node_gres
-from slonk_infra.render import run_program
-from slonk_infra.stacks import load_stack_config
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*has been deprecated in favor of:DeprecationWarning")
 
@@ -213,13 +213,13 @@ def test_worker_pool_on_another_pinned_image_fails(gcp: list[Registration], conf
 
 def test_check_command_exits_non_zero_on_drift(gcp: list[Registration], monkeypatch: pytest.MonkeyPatch) -> None:
     drifted = edited(gcp, "slonk-gcp-statefulset-h100-b", lambda i: set_images(i, TAGGED))
-    real = slonk_infra.render.run_program
+    real = slonk_infra.offline.render.run_program
 
-    def fake(stack: str, cfg: Any, program: Any = None) -> slonk_infra.render.ProgramRun:
+    def fake(stack: str, cfg: Any, program: Any = None) -> slonk_infra.offline.render.ProgramRun:
         run = real(stack, cfg)
         return dataclasses.replace(run, registrations=drifted)
 
-    monkeypatch.setattr(slonk_infra.render, "run_program", fake)
+    monkeypatch.setattr(slonk_infra.offline.render, "run_program", fake)
     result = CliRunner().invoke(
         main, ["check", "gcp", "--stacks-dir", str(REPO / "stacks"), "--policy-config", str(CONFIG_FILE)]
     )

@@ -24,11 +24,11 @@ import pytest
 from google.protobuf import empty_pb2, struct_pb2  # type: ignore[import-untyped]
 from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc
 
-from slonk_infra.offline import Registration
+from slonk_infra.declaration.stacks import load_stack_config
+from slonk_infra.offline.render import run_program
+from slonk_infra.offline.runner import Registration
 from slonk_infra.policy import ALL_POLICIES, PolicyConfig, load_policy_config
 from slonk_infra.policy.runner import check_registrations
-from slonk_infra.render import run_program
-from slonk_infra.stacks import load_stack_config
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*has been deprecated in favor of:DeprecationWarning")
 

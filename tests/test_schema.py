@@ -22,7 +22,7 @@ from google.protobuf import empty_pb2  # type: ignore[import-untyped]
 from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2, provider_pb2_grpc
 
-from slonk_infra.offline import run_offline
+from slonk_infra.offline.runner import run_offline
 from slonk_infra.plan import build_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ def test_checked_in_schema_is_what_the_analyzer_generates_from_the_typed_args() 
 
 def test_schema_inputs_are_the_declaration_and_outputs_the_cluster_outputs() -> None:
     from slonk_infra.cluster import OUTPUT_KEYS
-    from slonk_infra.declaration import ClusterDeclaration
+    from slonk_infra.declaration.model import ClusterDeclaration
 
     cluster = schema_cluster()
     fields = {info.alias or name for name, info in ClusterDeclaration.model_fields.items()}

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import yaml
 
+from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import COMPONENT, build_manifests
 from slonk_infra.plan import build_plan
 from slonk_infra.slurm import render_slurm_files
-from slonk_infra.stacks import load_declaration
 
 ACCEPTED = Path(__file__).resolve().parent.parent / "docs" / "checkov-accepted.yaml"
 

@@ -9,11 +9,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from slonk_infra import naming
 from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
 from slonk_infra.clouds import rules
-from slonk_infra.declaration import KubernetesSpec, StorageSpec, Taint
-from slonk_infra.plan import ClusterPlan
+from slonk_infra.declaration.model import KubernetesSpec, StorageSpec, Taint
+from slonk_infra.plan import ClusterPlan, naming
 
 # Node pool / node group that runs slurmctld and the login pods. Worker groups are named after
 # the declaration's pools; the "slonk-" prefix keeps this one out of their way.

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from slonk_infra.clouds.rules import KUBERNETES_STORAGE, StorageRules, dropped_placement
-from slonk_infra.errors import Problem
+from slonk_infra.declaration.errors import Problem
 
 if TYPE_CHECKING:
     import pulumi
 
     from slonk_infra.clouds.common import CloudComponent
-    from slonk_infra.declaration import ClusterDeclaration, StorageSpec
+    from slonk_infra.declaration.model import ClusterDeclaration, StorageSpec
     from slonk_infra.plan import ClusterPlan
 
 STORAGE = StorageRules(kinds=KUBERNETES_STORAGE)

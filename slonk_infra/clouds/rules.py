@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from slonk_infra.errors import Problem, choice
+from slonk_infra.declaration.errors import Problem, choice
 
 if TYPE_CHECKING:
     import pulumi
 
     from slonk_infra.clouds.common import CloudComponent
-    from slonk_infra.declaration import ClusterDeclaration, StorageSpec
+    from slonk_infra.declaration.model import ClusterDeclaration, StorageSpec
     from slonk_infra.plan import ClusterPlan
 
 # Storage the Kubernetes layer provisions itself on every target (an in-cluster NFS server, or an

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import base64
 
-from slonk_infra.accounts import user_files
-from slonk_infra.kube import names
+from slonk_infra import vocab
+from slonk_infra.declaration.users import user_files
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import Obj, meta
 from slonk_infra.plan import ClusterPlan
@@ -21,7 +21,7 @@ def namespace(plan: ClusterPlan) -> Obj:
         "metadata": {
             "name": plan.namespace,
             "labels": {
-                **names.labels(names.NAMESPACE_COMPONENT),
+                **vocab.labels(vocab.NAMESPACE_COMPONENT),
                 "pod-security.kubernetes.io/enforce": "privileged",
                 "pod-security.kubernetes.io/warn": "baseline",
             },
@@ -36,7 +36,7 @@ def rbac(plan: ClusterPlan) -> list[Obj]:
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": meta(names.SERVICE_ACCOUNT, ns, names.RBAC_COMPONENT),
+            "metadata": meta(vocab.SERVICE_ACCOUNT, ns, vocab.RBAC_COMPONENT),
             "automountServiceAccountToken": False,
         },
         # Read-only view of the cluster's pods for operators' tooling (sinfo vs kubectl), bound to nobody
@@ -44,7 +44,7 @@ def rbac(plan: ClusterPlan) -> list[Obj]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": meta(names.VIEWER_ROLE, ns, names.RBAC_COMPONENT),
+            "metadata": meta(vocab.VIEWER_ROLE, ns, vocab.RBAC_COMPONENT),
             "rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]}],
         },
     ]
@@ -55,22 +55,22 @@ def config_maps(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> lis
     topo = {k: v for k, v in files.config.items() if k.startswith("topology")}
     rest = {k: v for k, v in files.config.items() if k not in topo}
     ns = plan.namespace
-    topo_meta = meta(names.TOPOLOGY_MAP, ns, names.CONFIG_COMPONENT)
+    topo_meta = meta(vocab.TOPOLOGY_MAP, ns, vocab.CONFIG_COMPONENT)
     if inputs.topology_labels:
         # Recorded beside the static topology for tools that refine it from the nodes' physical placement.
-        topo_meta["annotations"] = {names.TOPOLOGY_LABELS: ",".join(inputs.topology_labels)}
+        topo_meta["annotations"] = {vocab.TOPOLOGY_LABELS: ",".join(inputs.topology_labels)}
     return [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": meta(names.CONFIG_MAP, ns, names.CONFIG_COMPONENT),
+            "metadata": meta(vocab.CONFIG_MAP, ns, vocab.CONFIG_COMPONENT),
             "data": rest,
         },
         {"apiVersion": "v1", "kind": "ConfigMap", "metadata": topo_meta, "data": topo},
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": meta(names.SCRIPTS_MAP, ns, names.CONFIG_COMPONENT),
+            "metadata": meta(vocab.SCRIPTS_MAP, ns, vocab.CONFIG_COMPONENT),
             "data": dict(files.scripts),
         },
     ]
@@ -83,9 +83,9 @@ def secrets(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
         {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": meta(names.MUNGE_SECRET, ns, names.AUTH_COMPONENT),
+            "metadata": meta(vocab.MUNGE_SECRET, ns, vocab.AUTH_COMPONENT),
             "type": "Opaque",
-            "data": {names.MUNGE_KEY_FILE: inputs.munge_key_b64},
+            "data": {vocab.MUNGE_KEY_FILE: inputs.munge_key_b64},
         }
     ]
     # The declared users, identical in every pod; a Secret although little in it is secret, because it
@@ -95,7 +95,7 @@ def secrets(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
         {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": meta(names.USERS_SECRET, ns, names.AUTH_COMPONENT),
+            "metadata": meta(vocab.USERS_SECRET, ns, vocab.AUTH_COMPONENT),
             "type": "Opaque",
             "data": {k: base64.b64encode(v.encode()).decode() for k, v in users.items()},
         }
@@ -104,9 +104,9 @@ def secrets(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
         {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": meta(names.LOGIN_HOST_KEYS_SECRET, ns, names.AUTH_COMPONENT),
+            "metadata": meta(vocab.LOGIN_HOST_KEYS_SECRET, ns, vocab.AUTH_COMPONENT),
             "type": "Opaque",
-            "data": {names.LOGIN_HOST_KEY_FILE: inputs.login_host_key_b64},
+            "data": {vocab.LOGIN_HOST_KEY_FILE: inputs.login_host_key_b64},
         }
     )
     if plan.declaration.slurm.rest_api:
@@ -114,9 +114,9 @@ def secrets(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
             {
                 "apiVersion": "v1",
                 "kind": "Secret",
-                "metadata": meta(names.JWT_SECRET, ns, names.AUTH_COMPONENT),
+                "metadata": meta(vocab.JWT_SECRET, ns, vocab.AUTH_COMPONENT),
                 "type": "Opaque",
-                "data": {names.JWT_FILE: inputs.jwt_key_b64},
+                "data": {vocab.JWT_FILE: inputs.jwt_key_b64},
             }
         )
     return out
@@ -129,7 +129,7 @@ def priority_classes(plan: ClusterPlan) -> list[Obj]:
         {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
-            "metadata": meta(names.worker_priority(ns), None, names.SCHEDULING_COMPONENT),
+            "metadata": meta(vocab.worker_priority(ns), None, vocab.SCHEDULING_COMPONENT),
             "value": 1000,
             "preemptionPolicy": "Never",
             "globalDefault": False,
@@ -138,7 +138,7 @@ def priority_classes(plan: ClusterPlan) -> list[Obj]:
         {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
-            "metadata": meta(names.control_priority(ns), None, names.SCHEDULING_COMPONENT),
+            "metadata": meta(vocab.control_priority(ns), None, vocab.SCHEDULING_COMPONENT),
             "value": 1000000,
             "globalDefault": False,
             "description": "Slurm controller and login pods.",
@@ -146,7 +146,7 @@ def priority_classes(plan: ClusterPlan) -> list[Obj]:
         {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
-            "metadata": meta(names.production_priority(ns), None, names.SCHEDULING_COMPONENT),
+            "metadata": meta(vocab.production_priority(ns), None, vocab.SCHEDULING_COMPONENT),
             "value": 100000,
             "globalDefault": False,
             "description": "Production workloads that may preempt Slurm workers to take their nodes.",
@@ -161,16 +161,16 @@ def network_policies(plan: ClusterPlan) -> list[Obj]:
         {
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
-            "metadata": meta("default-deny-ingress", ns, names.NETWORK_COMPONENT),
+            "metadata": meta("default-deny-ingress", ns, vocab.NETWORK_COMPONENT),
             "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
         },
         {
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
             # slurmctld, slurmd and srun's ephemeral I/O ports: reachable from this namespace's pods only.
-            "metadata": meta("slurm-internal", ns, names.NETWORK_COMPONENT),
+            "metadata": meta("slurm-internal", ns, vocab.NETWORK_COMPONENT),
             "spec": {
-                "podSelector": {"matchLabels": {names.NAME_LABEL: names.APP}},
+                "podSelector": {"matchLabels": {vocab.NAME_LABEL: vocab.APP}},
                 "policyTypes": ["Ingress"],
                 "ingress": [{"from": [{"podSelector": {}}]}],
             },
@@ -178,9 +178,9 @@ def network_policies(plan: ClusterPlan) -> list[Obj]:
         {
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
-            "metadata": meta("login-ssh", ns, names.NETWORK_COMPONENT),
+            "metadata": meta("login-ssh", ns, vocab.NETWORK_COMPONENT),
             "spec": {
-                "podSelector": {"matchLabels": {names.COMPONENT: names.LOGIN_COMPONENT}},
+                "podSelector": {"matchLabels": {vocab.COMPONENT: vocab.LOGIN_COMPONENT}},
                 "policyTypes": ["Ingress"],
                 "ingress": [{"ports": [{"protocol": "TCP", "port": 22}]}],
             },
@@ -195,13 +195,13 @@ def disruption_budgets(plan: ClusterPlan) -> list[Obj]:
         {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
-            "metadata": meta(names.CONTROLLER_BUDGET, ns, names.CONTROLLER_COMPONENT),
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {names.COMPONENT: names.CONTROLLER_COMPONENT}}},
+            "metadata": meta(vocab.CONTROLLER_BUDGET, ns, vocab.CONTROLLER_COMPONENT),
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {vocab.COMPONENT: vocab.CONTROLLER_COMPONENT}}},
         },
         {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
-            "metadata": meta(names.WORKERS_BUDGET, ns, names.WORKER_COMPONENT),
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {names.COMPONENT: names.WORKER_COMPONENT}}},
+            "metadata": meta(vocab.WORKERS_BUDGET, ns, vocab.WORKER_COMPONENT),
+            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {vocab.COMPONENT: vocab.WORKER_COMPONENT}}},
         },
     ]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from slonk_infra import naming
-from slonk_infra.kube import names
+from slonk_infra import vocab
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import (
     Obj,
@@ -18,10 +17,10 @@ from slonk_infra.kube.pod import (
     slurm_pod_spec,
 )
 from slonk_infra.kube.storage import block_claim
-from slonk_infra.plan import ClusterPlan
+from slonk_infra.plan import ClusterPlan, naming
 from slonk_infra.slurm import SlurmFiles, paths
 
-COMPONENT = names.CONTROLLER_COMPONENT
+COMPONENT = vocab.CONTROLLER_COMPONENT
 
 
 def service(plan: ClusterPlan) -> Obj:
@@ -33,7 +32,7 @@ def service(plan: ClusterPlan) -> Obj:
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": names.selector(COMPONENT),
+            "selector": vocab.selector(COMPONENT),
             "ports": [{"name": "slurmctld", "port": paths.SLURMCTLD_PORT, "targetPort": paths.SLURMCTLD_PORT}],
         },
     }
@@ -42,7 +41,7 @@ def service(plan: ClusterPlan) -> Obj:
 def state_claim(plan: ClusterPlan) -> Obj:
     """slurmctld's state volume: a claim of its own so deleting the StatefulSet never deletes it."""
     spec, notes = block_claim(plan, plan.declaration.controller.state_gib)
-    metadata = meta(names.CONTROLLER_STATE_CLAIM, plan.namespace, COMPONENT)
+    metadata = meta(vocab.CONTROLLER_STATE_CLAIM, plan.namespace, COMPONENT)
     if notes:
         metadata["annotations"] = notes
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
@@ -58,7 +57,7 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         "image": image,
         "command": [f"{paths.SCRIPTS_DIR}/slurmctld.sh"],
         "ports": [{"name": "slurmctld", "containerPort": paths.SLURMCTLD_PORT}],
-        "securityContext": restricted(run_as=names.SLURM_UID),
+        "securityContext": restricted(run_as=vocab.SLURM_UID),
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
         "startupProbe": {"exec": {"command": ping}, "periodSeconds": 5, "failureThreshold": 60},
         "livenessProbe": {
@@ -77,13 +76,13 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
     }
     pod_spec = slurm_pod_spec(
         plan,
-        priority_class=names.control_priority(plan.namespace),
-        fs_group=names.SLURM_UID,
+        priority_class=vocab.control_priority(plan.namespace),
+        fs_group=vocab.SLURM_UID,
         containers=[container],
         volumes=[
             *common_volumes(),
             config_volume(jwt_key=plan.declaration.slurm.rest_api),
-            {"name": "state", "persistentVolumeClaim": {"claimName": names.CONTROLLER_STATE_CLAIM}},
+            {"name": "state", "persistentVolumeClaim": {"claimName": vocab.CONTROLLER_STATE_CLAIM}},
             *shared_volumes,
         ],
     )
@@ -96,10 +95,10 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         "spec": {
             "serviceName": naming.CONTROLLER,
             "replicas": 1,
-            "selector": {"matchLabels": names.selector(COMPONENT)},
+            "selector": {"matchLabels": vocab.selector(COMPONENT)},
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {
-                "metadata": {"labels": names.labels(COMPONENT), "annotations": {names.CONFIG_HASH: config_hash(files)}},
+                "metadata": {"labels": vocab.labels(COMPONENT), "annotations": {vocab.CONFIG_HASH: config_hash(files)}},
                 "spec": pod_spec,
             },
         },

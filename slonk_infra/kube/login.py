@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from slonk_infra import naming
-from slonk_infra.kube import names
+from slonk_infra import vocab
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import (
     Obj,
@@ -21,10 +20,10 @@ from slonk_infra.kube.pod import (
     sudoers_mount,
     sudoers_volume,
 )
-from slonk_infra.plan import ClusterPlan
+from slonk_infra.plan import ClusterPlan, naming
 from slonk_infra.slurm import SlurmFiles, paths
 
-COMPONENT = names.LOGIN_COMPONENT
+COMPONENT = vocab.LOGIN_COMPONENT
 SSH_PORT = 22
 # sshd starts as root to switch to each user; only the capabilities it needs for that.
 SSHD_CAPABILITIES = ("CHOWN", "SETUID", "SETGID", "SYS_CHROOT", "AUDIT_WRITE", "NET_BIND_SERVICE", "KILL")
@@ -48,7 +47,7 @@ def service(plan: ClusterPlan) -> Obj:
     """SSH to the login pods, of the Service type the declaration asks for (LoadBalancer, ClusterIP...)."""
     spec: Obj = {
         "type": plan.declaration.login.service_type,
-        "selector": names.selector(COMPONENT),
+        "selector": vocab.selector(COMPONENT),
         "ports": [{"name": "ssh", "port": SSH_PORT, "targetPort": SSH_PORT}],
     }
     ranges = source_ranges(plan)
@@ -89,10 +88,10 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         container["securityContext"]["allowPrivilegeEscalation"] = True
     # The host key of every login pod, created once (the component protects it): clients keep
     # trusting the login Service across restarts; sshd wants it readable by root only.
-    host_keys = {"name": "host-keys", "secret": {"secretName": names.LOGIN_HOST_KEYS_SECRET, "defaultMode": 0o600}}
+    host_keys = {"name": "host-keys", "secret": {"secretName": vocab.LOGIN_HOST_KEYS_SECRET, "defaultMode": 0o600}}
     pod_spec = slurm_pod_spec(
         plan,
-        priority_class=names.control_priority(plan.namespace),
+        priority_class=vocab.control_priority(plan.namespace),
         containers=[container],
         volumes=[*common_volumes(), config_volume(), *shared_volumes, host_keys, sudoers_volume()],
     )
@@ -105,9 +104,9 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         "spec": {
             "serviceName": naming.LOGIN,
             "replicas": plan.declaration.login.replicas,
-            "selector": {"matchLabels": names.selector(COMPONENT)},
+            "selector": {"matchLabels": vocab.selector(COMPONENT)},
             "template": {
-                "metadata": {"labels": names.labels(COMPONENT), "annotations": {names.CONFIG_HASH: config_hash(files)}},
+                "metadata": {"labels": vocab.labels(COMPONENT), "annotations": {vocab.CONFIG_HASH: config_hash(files)}},
                 "spec": pod_spec,
             },
         },

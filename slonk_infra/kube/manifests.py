@@ -8,18 +8,18 @@ groups and storage volumes, never on node count.
 One builder module per role (:mod:`~slonk_infra.kube.controller`, :mod:`~slonk_infra.kube.login`,
 :mod:`~slonk_infra.kube.worker`, :mod:`~slonk_infra.kube.restapi`, :mod:`~slonk_infra.kube.storage`,
 :mod:`~slonk_infra.kube.cluster_wide`), sharing :mod:`~slonk_infra.kube.pod` and
-:mod:`~slonk_infra.kube.names`; this module puts their objects in apply order.
+:mod:`~slonk_infra.vocab`; this module puts their objects in apply order.
 """
 
 from __future__ import annotations
 
 from slonk_infra.kube import cluster_wide, controller, login, restapi, storage, worker
 from slonk_infra.kube.inputs import ClusterIPOf, KubeInputs
-from slonk_infra.kube.names import COMPONENT, CONFIG_HASH, GROUP_LABEL
 from slonk_infra.kube.pod import Obj
 from slonk_infra.ops.manifests import operations_objects
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles
+from slonk_infra.vocab import COMPONENT, CONFIG_HASH, GROUP_LABEL
 
 __all__ = ["COMPONENT", "CONFIG_HASH", "GROUP_LABEL", "ClusterIPOf", "KubeInputs", "Obj", "build_manifests"]
 

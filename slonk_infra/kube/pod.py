@@ -10,9 +10,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from slonk_infra import naming
-from slonk_infra.kube import names
-from slonk_infra.plan import ClusterPlan, WorkerGroup
+from slonk_infra import vocab
+from slonk_infra.plan import ClusterPlan, WorkerGroup, naming
 from slonk_infra.slurm import SlurmFiles, paths
 
 Obj = dict[str, Any]
@@ -22,7 +21,7 @@ SCRIPTS_MOUNT = paths.SCRIPTS_DIR
 
 def meta(name: str, namespace: str | None, component: str, **extra: str) -> Obj:
     """ObjectMeta with the standard labels; namespace None for cluster-scoped objects."""
-    return dict(names.meta(name, namespace, component, **extra))
+    return dict(vocab.meta(name, namespace, component, **extra))
 
 
 def config_hash(files: SlurmFiles) -> str:
@@ -57,7 +56,7 @@ def scripts_mount() -> Obj:
 
 def scripts_volume() -> Obj:
     """The scripts ConfigMap as a volume, executable."""
-    return {"name": "scripts", "configMap": {"name": names.SCRIPTS_MAP, "defaultMode": 0o755}}
+    return {"name": "scripts", "configMap": {"name": vocab.SCRIPTS_MAP, "defaultMode": 0o755}}
 
 
 def munged_sidecar(image: str) -> Obj:
@@ -76,9 +75,9 @@ def munged_sidecar(image: str) -> Obj:
             "failureThreshold": 30,
         },
         "volumeMounts": [
-            {"name": "munge-socket", "mountPath": names.MUNGE_SOCKET_DIR},
-            {"name": "munge-key", "mountPath": names.MUNGE_SECRET_DIR, "readOnly": True},
-            {"name": "munge-private", "mountPath": names.MUNGE_PRIVATE_DIR},
+            {"name": "munge-socket", "mountPath": vocab.MUNGE_SOCKET_DIR},
+            {"name": "munge-key", "mountPath": vocab.MUNGE_SECRET_DIR, "readOnly": True},
+            {"name": "munge-private", "mountPath": vocab.MUNGE_PRIVATE_DIR},
             scripts_mount(),
         ],
     }
@@ -89,7 +88,7 @@ def common_volumes() -> list[Obj]:
     return [
         {"name": "munge-socket", "emptyDir": {"medium": "Memory"}},
         {"name": "munge-private", "emptyDir": {"medium": "Memory"}},
-        {"name": "munge-key", "secret": {"secretName": names.MUNGE_SECRET, "defaultMode": 0o400}},
+        {"name": "munge-key", "secret": {"secretName": vocab.MUNGE_SECRET, "defaultMode": 0o400}},
         scripts_volume(),
         {"name": "run-slurm", "emptyDir": {}},
         users_volume(),
@@ -99,23 +98,23 @@ def common_volumes() -> list[Obj]:
 def common_mounts() -> list[Obj]:
     """Mounts of the main container of every pod that runs munged."""
     return [
-        {"name": "munge-socket", "mountPath": names.MUNGE_SOCKET_DIR},
+        {"name": "munge-socket", "mountPath": vocab.MUNGE_SOCKET_DIR},
         scripts_mount(),
-        {"name": "run-slurm", "mountPath": names.RUN_SLURM_DIR},
+        {"name": "run-slurm", "mountPath": vocab.RUN_SLURM_DIR},
         {"name": "users", "mountPath": paths.USERS_DIR, "readOnly": True},
     ]
 
 
 def users_volume() -> Obj:
-    """The declared users (slonk_infra.accounts): passwd, group and every authorized_keys.<name>, readable
+    """The declared users (slonk_infra.declaration.users): passwd, group and every authorized_keys.<name>, readable
     by all as NSS and sshd's AuthorizedKeysCommand (run as nobody) need."""
-    return {"name": "users", "secret": {"secretName": names.USERS_SECRET, "defaultMode": 0o644}}
+    return {"name": "users", "secret": {"secretName": vocab.USERS_SECRET, "defaultMode": 0o644}}
 
 
 def sudoers_volume() -> Obj:
     """The declared sudoers file alone, root-owned 0440 as sudo insists."""
     item = {"key": "sudoers", "path": "sudoers", "mode": 0o440}
-    return {"name": "sudoers", "secret": {"secretName": names.USERS_SECRET, "items": [item]}}
+    return {"name": "sudoers", "secret": {"secretName": vocab.USERS_SECRET, "items": [item]}}
 
 
 def sudoers_mount() -> Obj:
@@ -127,10 +126,10 @@ def config_volume(jwt_key: bool = False) -> Obj:
     """The Slurm config as one projected volume for /etc/slurm."""
     # Projected so the topology ConfigMap lands beside slurm.conf, where Slurm looks for it, and the
     # controller's JWT key at the path slurm.conf names, readable by the slurm group only.
-    sources: list[Obj] = [{"configMap": {"name": names.CONFIG_MAP}}, {"configMap": {"name": names.TOPOLOGY_MAP}}]
+    sources: list[Obj] = [{"configMap": {"name": vocab.CONFIG_MAP}}, {"configMap": {"name": vocab.TOPOLOGY_MAP}}]
     if jwt_key:
-        item = {"key": names.JWT_FILE, "path": f"jwt/{names.JWT_FILE}", "mode": 0o440}
-        sources.append({"secret": {"name": names.JWT_SECRET, "items": [item]}})
+        item = {"key": vocab.JWT_FILE, "path": f"jwt/{vocab.JWT_FILE}", "mode": 0o440}
+        sources.append({"secret": {"name": vocab.JWT_SECRET, "items": [item]}})
     return {"name": "slurm-config", "projected": {"sources": sources}}
 
 
@@ -143,7 +142,7 @@ def shared_mounts(plan: ClusterPlan) -> tuple[list[Obj], list[Obj]]:
     """Volumes and mounts of every shared filesystem of the declaration."""
     storage = plan.declaration.storage
     volumes = [
-        {"name": f"shared-{s.name}", "persistentVolumeClaim": {"claimName": names.claim_name(s.name)}} for s in storage
+        {"name": f"shared-{s.name}", "persistentVolumeClaim": {"claimName": vocab.claim_name(s.name)}} for s in storage
     ]
     mounts = [{"name": f"shared-{s.name}", "mountPath": s.mount_path} for s in storage]
     return volumes, mounts
@@ -169,7 +168,7 @@ def slurm_pod_spec(
     security: Obj = {"fsGroup": fs_group} if fs_group is not None else {}
     security["seccompProfile"] = {"type": "RuntimeDefault"}
     spec: Obj = {
-        "serviceAccountName": names.SERVICE_ACCOUNT,
+        "serviceAccountName": vocab.SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,
         "priorityClassName": priority_class,
     }

@@ -5,12 +5,12 @@ Clients authenticate with JWTs slurmctld issues; slurmrestd runs as its own unpr
 
 from __future__ import annotations
 
-from slonk_infra.kube import names
+from slonk_infra import vocab
 from slonk_infra.kube.pod import Obj, config_hash, config_mount, config_volume, meta, restricted, slurm_pod_spec
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles, paths
 
-COMPONENT = names.RESTAPI_COMPONENT
+COMPONENT = vocab.RESTAPI_COMPONENT
 
 
 def service(plan: ClusterPlan) -> Obj:
@@ -18,9 +18,9 @@ def service(plan: ClusterPlan) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": meta(names.RESTAPI, plan.namespace, COMPONENT),
+        "metadata": meta(vocab.RESTAPI, plan.namespace, COMPONENT),
         "spec": {
-            "selector": names.selector(COMPONENT),
+            "selector": vocab.selector(COMPONENT),
             "ports": [{"name": "http", "port": paths.SLURMRESTD_PORT, "targetPort": paths.SLURMRESTD_PORT}],
         },
     }
@@ -37,7 +37,7 @@ def deployment(plan: ClusterPlan, files: SlurmFiles) -> Obj:
         # daemon mode: each request carries the user's JWT, checked by slurmctld.
         "env": [{"name": "SLURM_JWT", "value": "daemon"}],
         "ports": [{"name": "http", "containerPort": paths.SLURMRESTD_PORT}],
-        "securityContext": restricted(run_as=names.SLURMRESTD_UID),
+        "securityContext": restricted(run_as=vocab.SLURMRESTD_UID),
         "resources": {
             "requests": {"cpu": "250m", "memory": "256Mi"},
             "limits": {"memory": "1Gi"},
@@ -48,7 +48,7 @@ def deployment(plan: ClusterPlan, files: SlurmFiles) -> Obj:
     }
     pod_spec = slurm_pod_spec(
         plan,
-        priority_class=names.control_priority(plan.namespace),
+        priority_class=vocab.control_priority(plan.namespace),
         containers=[container],
         volumes=[config_volume()],
         munged=False,
@@ -56,12 +56,12 @@ def deployment(plan: ClusterPlan, files: SlurmFiles) -> Obj:
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": meta(names.RESTAPI, plan.namespace, COMPONENT),
+        "metadata": meta(vocab.RESTAPI, plan.namespace, COMPONENT),
         "spec": {
             "replicas": 1,
-            "selector": {"matchLabels": names.selector(COMPONENT)},
+            "selector": {"matchLabels": vocab.selector(COMPONENT)},
             "template": {
-                "metadata": {"labels": names.labels(COMPONENT), "annotations": {names.CONFIG_HASH: config_hash(files)}},
+                "metadata": {"labels": vocab.labels(COMPONENT), "annotations": {vocab.CONFIG_HASH: config_hash(files)}},
                 "spec": pod_spec,
             },
         },

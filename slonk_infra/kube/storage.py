@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from slonk_infra.declaration import StorageSpec
-from slonk_infra.kube import names
+from slonk_infra import vocab
+from slonk_infra.declaration.model import StorageSpec
 from slonk_infra.kube.inputs import ClusterIPOf, KubeInputs
 from slonk_infra.kube.pod import Obj, meta, privileged, scripts_mount, scripts_volume
 from slonk_infra.plan import ClusterPlan
@@ -28,12 +28,12 @@ def block_claim(plan: ClusterPlan, gib: int) -> tuple[Obj, dict[str, str]]:
     if storage_class is not None:
         spec["storageClassName"] = storage_class
         return spec, {}
-    return spec, {names.STORAGE_CLASS_NOTE: names.DEFAULT_CLASS_NOTE}
+    return spec, {vocab.STORAGE_CLASS_NOTE: vocab.DEFAULT_CLASS_NOTE}
 
 
 def claim_name(storage: StorageSpec) -> str:
     """PersistentVolumeClaim of a shared filesystem."""
-    return names.claim_name(storage.name)
+    return vocab.claim_name(storage.name)
 
 
 def pv_name(plan: ClusterPlan, storage: StorageSpec) -> str:
@@ -44,7 +44,7 @@ def pv_name(plan: ClusterPlan, storage: StorageSpec) -> str:
 def volume_source(vol: StorageSpec, inputs: KubeInputs) -> Mapping[str, Any]:
     """Where a volume's data is, as PersistentVolume spec keys."""
     if vol.kind == "nfs-server":
-        return {"nfs": {"server": ClusterIPOf(names.nfs_server(vol.name)), "path": "/"}}
+        return {"nfs": {"server": ClusterIPOf(vocab.nfs_server(vol.name)), "path": "/"}}
     if vol.kind == "nfs-export":
         return {"nfs": {"server": vol.server, "path": vol.export_path}}
     return inputs.volume_sources.get(vol.name, {"csi": {"driver": f"<{vol.kind}>", "volumeHandle": "<id>"}})
@@ -58,7 +58,7 @@ def volume_and_claim(plan: ClusterPlan, vol: StorageSpec, inputs: KubeInputs) ->
         {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
-            "metadata": meta(pv, None, names.STORAGE_COMPONENT),
+            "metadata": meta(pv, None, vocab.STORAGE_COMPONENT),
             "spec": {
                 "capacity": {"storage": f"{vol.capacity_gib}Gi"},
                 "accessModes": ["ReadWriteMany"],
@@ -72,7 +72,7 @@ def volume_and_claim(plan: ClusterPlan, vol: StorageSpec, inputs: KubeInputs) ->
         {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
-            "metadata": meta(claim_name(vol), ns, names.STORAGE_COMPONENT),
+            "metadata": meta(claim_name(vol), ns, vocab.STORAGE_COMPONENT),
             "spec": {
                 "accessModes": ["ReadWriteMany"],
                 "storageClassName": "",
@@ -102,13 +102,13 @@ def _export_claim(plan: ClusterPlan, vol: StorageSpec) -> Obj:
 def nfs_server(plan: ClusterPlan, vol: StorageSpec, image: str, selector: Mapping[str, str] | None = None) -> list[Obj]:
     """An NFS server StatefulSet + Service exporting its own retained volume (local clusters)."""
     ns = plan.namespace
-    name = names.nfs_server(vol.name)
-    sel = names.selector(names.NFS_COMPONENT, **{names.VOLUME_LABEL: vol.name})
+    name = vocab.nfs_server(vol.name)
+    sel = vocab.selector(vocab.NFS_COMPONENT, **{vocab.VOLUME_LABEL: vol.name})
     return [
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": meta(name, ns, names.NFS_COMPONENT),
+            "metadata": meta(name, ns, vocab.NFS_COMPONENT),
             "spec": {
                 "selector": sel,
                 "ports": [{"name": port_name, "port": port, "targetPort": port} for port_name, port in NFS_PORTS],
@@ -117,7 +117,7 @@ def nfs_server(plan: ClusterPlan, vol: StorageSpec, image: str, selector: Mappin
         {
             "apiVersion": "apps/v1",
             "kind": "StatefulSet",
-            "metadata": meta(name, ns, names.NFS_COMPONENT),
+            "metadata": meta(name, ns, vocab.NFS_COMPONENT),
             "spec": {
                 "serviceName": name,
                 "replicas": 1,
@@ -125,7 +125,7 @@ def nfs_server(plan: ClusterPlan, vol: StorageSpec, image: str, selector: Mappin
                 "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
                 "volumeClaimTemplates": [_export_claim(plan, vol)],
                 "template": {
-                    "metadata": {"labels": {**names.labels(names.NFS_COMPONENT), names.VOLUME_LABEL: vol.name}},
+                    "metadata": {"labels": {**vocab.labels(vocab.NFS_COMPONENT), vocab.VOLUME_LABEL: vol.name}},
                     "spec": {
                         "automountServiceAccountToken": False,
                         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
@@ -148,7 +148,7 @@ def nfs_server(plan: ClusterPlan, vol: StorageSpec, image: str, selector: Mappin
                                 "readinessProbe": {"tcpSocket": {"port": 2049}, "periodSeconds": 10},
                                 "livenessProbe": {"tcpSocket": {"port": 2049}, "periodSeconds": 30},
                                 "volumeMounts": [
-                                    {"name": "export", "mountPath": names.NFS_EXPORT_DIR},
+                                    {"name": "export", "mountPath": vocab.NFS_EXPORT_DIR},
                                     scripts_mount(),
                                 ],
                             }

@@ -2,15 +2,15 @@
 for all of them.
 
 A worker pod requests what the node's budget leaves slurmd (:mod:`slonk_infra.plan.capacity`), and
-carries its machine's fabric wiring (:mod:`slonk_infra.pod_fabric`: GPU NIC annotations, the TCPXO
+carries its machine's fabric wiring (:mod:`slonk_infra.kube.fabric`: GPU NIC annotations, the TCPXO
 sidecar, the NCCL plugin's libraries and environment, EFA interfaces) and, on a multi-host TPU slice,
 the variables its hosts find each other by.
 """
 
 from __future__ import annotations
 
-from slonk_infra import naming
-from slonk_infra.kube import names
+from slonk_infra import vocab
+from slonk_infra.kube.fabric import TASK_ENV, FabricPodParts, fabric_pod_parts, tpu_worker_env
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import (
     Obj,
@@ -24,17 +24,16 @@ from slonk_infra.kube.pod import (
     sudoers_volume,
     tolerations,
 )
-from slonk_infra.plan import ClusterPlan, WorkerGroup
-from slonk_infra.pod_fabric import TASK_ENV, FabricPodParts, fabric_pod_parts, tpu_worker_env
+from slonk_infra.plan import ClusterPlan, WorkerGroup, naming
 from slonk_infra.slurm import paths
 
-COMPONENT = names.WORKER_COMPONENT
+COMPONENT = vocab.WORKER_COMPONENT
 # A TPU VM's runtime talks to the other hosts of its slice on these ports (GKE multi-host TPU examples).
 TPU_HOST_PORTS = (8471, 8431)
 WORKER_GRACE_SECONDS = 300
 # The preStop drain must end before the grace period does, leaving a minute to requeue and stop.
 DRAIN_SECONDS = WORKER_GRACE_SECONDS - 60
-TPU_SLICE_LABELS = (names.TPU_ACCELERATOR_LABEL, names.TPU_TOPOLOGY_LABEL)
+TPU_SLICE_LABELS = (vocab.TPU_ACCELERATOR_LABEL, vocab.TPU_TOPOLOGY_LABEL)
 # Says on the pod when its machine's GPU NICs are not wired (NCCL then uses the primary NIC only).
 FABRIC_NOTE = "slonk.dev/fabric"
 
@@ -48,7 +47,7 @@ def service(plan: ClusterPlan) -> Obj:
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": names.selector(COMPONENT),
+            "selector": vocab.selector(COMPONENT),
             "ports": [{"name": "slurmd", "port": paths.SLURMD_PORT, "targetPort": paths.SLURMD_PORT}],
         },
     }
@@ -133,7 +132,7 @@ def statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs) -> Ob
     fabric = fabric_pod_parts(group.machine)
     pod_spec = slurm_pod_spec(
         plan,
-        priority_class=names.worker_priority(plan.namespace),
+        priority_class=vocab.worker_priority(plan.namespace),
         grace_seconds=WORKER_GRACE_SECONDS,
         tolerate=tolerations(group),
         containers=[_slurmd(plan, group, shared, fabric), *fabric.containers],
@@ -153,14 +152,14 @@ def statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs) -> Ob
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
                     {
-                        "labelSelector": {"matchLabels": names.selector(COMPONENT)},
+                        "labelSelector": {"matchLabels": vocab.selector(COMPONENT)},
                         "topologyKey": "kubernetes.io/hostname",
                     }
                 ]
             }
         }
-    group_label = {names.GROUP_LABEL: group.name}
-    template_meta: Obj = {"labels": names.labels(COMPONENT, **group_label)}
+    group_label = {vocab.GROUP_LABEL: group.name}
+    template_meta: Obj = {"labels": vocab.labels(COMPONENT, **group_label)}
     annotations = dict(fabric.annotations)
     if fabric.note:
         annotations[FABRIC_NOTE] = fabric.note
@@ -176,7 +175,7 @@ def statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs) -> Ob
             "podManagementPolicy": "Parallel",
             # OnDelete: no config or image change restarts a pod that may be running jobs.
             "updateStrategy": {"type": "OnDelete"},
-            "selector": {"matchLabels": names.selector(COMPONENT, **group_label)},
+            "selector": {"matchLabels": vocab.selector(COMPONENT, **group_label)},
             "template": {"metadata": template_meta, "spec": pod_spec},
         },
     }

@@ -1,7 +1,7 @@
 """Resolve a declaration against the catalog into a plan every renderer and component reads.
 
 :func:`build_plan` is the one gate: it validates the raw stack config and returns a
-:class:`ClusterPlan`, or raises :class:`~slonk_infra.errors.DeclarationError` listing every problem
+:class:`ClusterPlan`, or raises :class:`~slonk_infra.declaration.errors.DeclarationError` listing every problem
 with its field path. Nothing downstream re-derives a name, a count or a machine figure.
 
 * :mod:`~slonk_infra.plan.capacity`: what a node gives Slurm after Kubernetes' share, per the
@@ -12,7 +12,6 @@ with its field path. Nothing downstream re-derives a name, a count or a machine 
 * :mod:`~slonk_infra.plan.checks`: the problems collected on the way.
 """
 
-from slonk_infra.kube.names import POOL_LABEL
 from slonk_infra.plan.capacity import (
     MUNGED,
     NodeBudget,
@@ -27,6 +26,7 @@ from slonk_infra.plan.capacity import (
 from slonk_infra.plan.checks import Problems
 from slonk_infra.plan.model import ClusterPlan, Partition, WorkerGroup
 from slonk_infra.plan.resolve import GPU_TAINT, TPU_TAINT, build_plan, default_partitions
+from slonk_infra.vocab import POOL_LABEL
 
 __all__ = [
     "GPU_TAINT",

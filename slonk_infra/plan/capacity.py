@@ -1,6 +1,6 @@
 """Capacity math: what one worker pod may request on its node, and what Slurm may promise jobs there.
 
-The cloud's node model (:mod:`slonk_infra.catalog_nodes`, figures and sources in
+The cloud's node model (:mod:`slonk_infra.catalog.nodes`, figures and sources in
 ``data/nodes.yaml``) gives the node's allocatable CPU and memory: capacity (the kernel's MemTotal,
 below the nominal size) minus the kubelet reservation and the eviction threshold. The system pods
 every node runs (``data/daemonsets.yaml``: device plugins, CSI nodes, logging, the fabric

@@ -11,13 +11,13 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from slonk_infra import naming
 from slonk_infra.catalog import load_catalog
-from slonk_infra.catalog_fabrics import gke_version_key
-from slonk_infra.declaration import ClusterDeclaration
-from slonk_infra.errors import DeclarationError, Problem, choice
+from slonk_infra.catalog.fabrics import gke_version_key
+from slonk_infra.catalog.slurm_versions import MIN_SUPPORTED, SlurmVersion, minimum_for
+from slonk_infra.declaration.errors import DeclarationError, Problem, choice
+from slonk_infra.declaration.model import ClusterDeclaration
+from slonk_infra.plan import naming
 from slonk_infra.plan.model import WorkerGroup
-from slonk_infra.slurm_versions import MIN_SUPPORTED, SlurmVersion, minimum_for
 
 if TYPE_CHECKING:
     from slonk_infra.clouds.rules import CloudRules

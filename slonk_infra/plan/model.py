@@ -6,12 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from slonk_infra import naming
 from slonk_infra.catalog import MachineType, load_catalog
-from slonk_infra.declaration import ClusterDeclaration, Reservation, Taint
-from slonk_infra.kube.names import GPU_RESOURCE, POOL_LABEL, TPU_RESOURCE, TPU_TOPOLOGY_LABEL
+from slonk_infra.catalog.slurm_versions import SlurmVersion
+from slonk_infra.declaration.model import ClusterDeclaration, Reservation, Taint
+from slonk_infra.plan import naming
 from slonk_infra.plan.capacity import NodeBudget, NodeShape, node_budget, worker_sidecars
-from slonk_infra.slurm_versions import SlurmVersion
+from slonk_infra.vocab import GPU_RESOURCE, POOL_LABEL, TPU_RESOURCE, TPU_TOPOLOGY_LABEL
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class WorkerGroup:
     """A pool or one TPU slice: one node pool, one worker StatefulSet, one Slurm node set."""
 
     name: str
-    """Group name: node pool, StatefulSet and Slurm node name prefix (see :mod:`slonk_infra.naming`)."""
+    """Group name: node pool, StatefulSet and Slurm node name prefix (see :mod:`slonk_infra.plan.naming`)."""
     kind: Literal["gpu", "tpu", "cpu"]
     """What the nodes carry."""
     base: str

@@ -2,7 +2,7 @@
 
 :func:`build_plan` is the one gate: it validates the raw stack config (shape with pydantic, then
 everything :mod:`slonk_infra.plan.checks` collects) and returns a :class:`ClusterPlan`, or raises
-:class:`~slonk_infra.errors.DeclarationError` listing every problem with its field path.
+:class:`~slonk_infra.declaration.errors.DeclarationError` listing every problem with its field path.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from slonk_infra import naming
 from slonk_infra.catalog import Catalog, MachineType, load_catalog, tpu_vms
-from slonk_infra.declaration import (
+from slonk_infra.catalog.slurm_versions import SlurmVersion
+from slonk_infra.declaration.errors import DeclarationError, choice, from_validation_error
+from slonk_infra.declaration.model import (
     CLOUD_TAGS,
     ClusterDeclaration,
     PartitionSpec,
@@ -23,12 +24,10 @@ from slonk_infra.declaration import (
     TpuSliceSpec,
     parse_declaration,
 )
-from slonk_infra.errors import DeclarationError, choice, from_validation_error
-from slonk_infra.kube.names import GPU_RESOURCE, TPU_RESOURCE
-from slonk_infra.plan import checks
+from slonk_infra.plan import checks, naming
 from slonk_infra.plan.checks import Problems
 from slonk_infra.plan.model import ClusterPlan, Partition, WorkerGroup
-from slonk_infra.slurm_versions import SlurmVersion
+from slonk_infra.vocab import GPU_RESOURCE, TPU_RESOURCE
 
 GPU_TAINT = Taint(key=GPU_RESOURCE, value="present", effect="NoSchedule")
 TPU_TAINT = Taint(key=TPU_RESOURCE, value="present", effect="NoSchedule")

@@ -9,8 +9,8 @@ from typing import Any
 
 from pulumi_policy import PolicyResource, ResourceValidationArgs, StackValidationArgs
 
-from slonk_infra.kube.names import CONFIG_MAP as SLURM_CONFIG_MAP
 from slonk_infra.policy.props import get, is_list, is_slurm, items, kind_of, known, pod_spec, worker_group
+from slonk_infra.vocab import CONFIG_MAP as SLURM_CONFIG_MAP
 
 CONFIG_FILE_HINT = "policies/policy-config.json"
 STRING_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}}

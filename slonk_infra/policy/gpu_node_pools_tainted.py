@@ -13,7 +13,6 @@ from pulumi_policy import (
     Severity,
 )
 
-from slonk_infra.kube.names import GPU_RESOURCE, TPU_RESOURCE
 from slonk_infra.policy.common import (
     EKS_GPU_INSTANCE_RE,
     EKS_NEURON_INSTANCE_RE,
@@ -27,6 +26,7 @@ from slonk_infra.policy.props import (
     get,
     is_list,
 )
+from slonk_infra.vocab import GPU_RESOURCE, TPU_RESOURCE
 
 NEURON_RESOURCE = "aws.amazon.com/neuron"
 

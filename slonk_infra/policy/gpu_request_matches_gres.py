@@ -11,8 +11,6 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from slonk_infra.kube.names import CONFIG_MAP as SLURM_CONFIG_MAP
-from slonk_infra.kube.names import GPU_RESOURCE, TPU_RESOURCE
 from slonk_infra.policy import slurmconf
 from slonk_infra.policy.common import (
     namespace_of,
@@ -24,6 +22,8 @@ from slonk_infra.policy.props import (
     accelerator_limits,
     describe,
 )
+from slonk_infra.vocab import CONFIG_MAP as SLURM_CONFIG_MAP
+from slonk_infra.vocab import GPU_RESOURCE, TPU_RESOURCE
 
 
 def _validate_gres(args: StackValidationArgs, report: ReportViolation) -> None:

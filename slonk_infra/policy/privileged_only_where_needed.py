@@ -12,8 +12,7 @@ from pulumi_policy import (
     Severity,
 )
 
-from slonk_infra.kube import names
-from slonk_infra.kube.names import COMPONENT as COMPONENT_LABEL
+from slonk_infra import vocab
 from slonk_infra.policy.common import (
     STRING_LIST,
     setting,
@@ -27,8 +26,9 @@ from slonk_infra.policy.props import (
     labels,
     pod_spec,
 )
+from slonk_infra.vocab import COMPONENT as COMPONENT_LABEL
 
-ALLOWED_PRIVILEGED = [f"{names.WORKER_COMPONENT}/slurmd", f"{names.NFS_COMPONENT}/nfs"]
+ALLOWED_PRIVILEGED = [f"{vocab.WORKER_COMPONENT}/slurmd", f"{vocab.NFS_COMPONENT}/nfs"]
 
 
 DANGEROUS_CAPABILITIES = {"SYS_ADMIN", "ALL"}

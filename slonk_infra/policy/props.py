@@ -15,9 +15,9 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from slonk_infra.kube.names import APP as SLURM_APP
-from slonk_infra.kube.names import COMPONENT as COMPONENT_LABEL
-from slonk_infra.kube.names import GPU_RESOURCE, GROUP_LABEL, NAME_LABEL, TPU_RESOURCE, WORKER_COMPONENT
+from slonk_infra.vocab import APP as SLURM_APP
+from slonk_infra.vocab import COMPONENT as COMPONENT_LABEL
+from slonk_infra.vocab import GPU_RESOURCE, GROUP_LABEL, NAME_LABEL, TPU_RESOURCE, WORKER_COMPONENT
 
 # Kinds whose objects run containers, and where their pod spec sits.
 POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {

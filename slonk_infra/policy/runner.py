@@ -1,6 +1,6 @@
 """Run the policy pack offline on what a program registered: ``slonk-infra check`` without the Pulumi CLI.
 
-Each :class:`~slonk_infra.offline.Registration` becomes the ``ResourceValidationArgs`` the analyzer would
+Each :class:`~slonk_infra.offline.runner.Registration` becomes the ``ResourceValidationArgs`` the analyzer would
 build for it (inputs deserialized like the analyzer does, secrets unwrapped, wrapped in the proxy that
 raises on unknown values, options with ``protect``), and all of them together the ``StackValidationArgs``
 of the stack policies (parents and dependencies linked). Enforcement levels and properties come from the
@@ -35,7 +35,7 @@ from slonk_infra.policy.config import PolicyConfig
 from slonk_infra.policy.props import describe
 
 if TYPE_CHECKING:
-    from slonk_infra.offline import Registration
+    from slonk_infra.offline.runner import Registration
 
 
 class PolicyRunError(RuntimeError):

@@ -12,7 +12,7 @@ from pulumi_policy import (
     Severity,
 )
 
-from slonk_infra.kube import names
+from slonk_infra import vocab
 from slonk_infra.policy.common import (
     STRING_LIST,
     setting,
@@ -25,7 +25,7 @@ from slonk_infra.policy.props import (
     kind_of,
 )
 
-PROTECTED_CLAIMS = [names.CONTROLLER_STATE_CLAIM]
+PROTECTED_CLAIMS = [vocab.CONTROLLER_STATE_CLAIM]
 
 
 STATEFUL_CLOUD_TYPES = {

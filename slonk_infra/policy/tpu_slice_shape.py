@@ -13,7 +13,6 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from slonk_infra.kube.names import NODEPOOL_LABEL, POOL_LABEL, TPU_RESOURCE, TPU_TOPOLOGY_LABEL
 from slonk_infra.policy.common import (
     GKE_TPU_MACHINE_RE,
     node_selector,
@@ -28,6 +27,7 @@ from slonk_infra.policy.props import (
     get,
     known,
 )
+from slonk_infra.vocab import NODEPOOL_LABEL, POOL_LABEL, TPU_RESOURCE, TPU_TOPOLOGY_LABEL
 
 TPU_CHIPS_PER_HOST_RE = re.compile(r"-(\d+)t$")
 DEFAULT_TPU_CHIPS_PER_HOST = 4

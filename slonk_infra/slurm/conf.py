@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from slonk_infra import naming
-from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu
+from slonk_infra.catalog.slurm_versions import SlurmVersion
+from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu, naming
 from slonk_infra.slurm import paths
 from slonk_infra.slurm.lines import header, kv_line
-from slonk_infra.slurm_versions import SlurmVersion
 
 # Node records are static and sized by maxNodes, so scaling a pool changes only replica counts.
 # They start in FUTURE: hidden from sinfo and never contacted until the worker pod's entrypoint

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import yaml
 
-from slonk_infra import naming
-from slonk_infra.plan import ClusterPlan
+from slonk_infra.plan import ClusterPlan, naming
 from slonk_infra.slurm.lines import header, kv_line
 
 FABRIC = "fabric"

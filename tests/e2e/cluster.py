@@ -26,8 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from slonk_infra import naming
-from slonk_infra.kube import names
+from slonk_infra import vocab
+from slonk_infra.plan import naming
 from tests.e2e.kube import Obj, fill_volume
 from tests.e2e.podman import Podman, PodmanError, wait_for
 from tests.e2e.pods import DeleteResult, PodInstance, PodOptions, PodRunner
@@ -84,12 +84,12 @@ class Cluster:
 
     def rest_api(self) -> PodInstance | None:
         """The slurmrestd pod, when the declaration runs slurmrestd."""
-        pods = self.deployment_pods(names.RESTAPI)
+        pods = self.deployment_pods(vocab.RESTAPI)
         return pods[0] if pods else None
 
     def workers(self) -> list[str]:
         """Names of the running worker pods (= Slurm node names)."""
-        return sorted(n for n, p in self.pods.items() if p.labels.get(names.COMPONENT) == names.WORKER_COMPONENT)
+        return sorted(n for n, p in self.pods.items() if p.labels.get(vocab.COMPONENT) == vocab.WORKER_COMPONENT)
 
     # --------------------------------------------------------------------------------- lifecycle
     def up(self) -> float:

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import KubeInputs, build_manifests
-from slonk_infra.kube.names import COMPONENT, NFS_COMPONENT, RESTAPI_COMPONENT
 from slonk_infra.plan import ClusterPlan, build_plan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
-from slonk_infra.stacks import load_declaration
+from slonk_infra.vocab import COMPONENT, NFS_COMPONENT, RESTAPI_COMPONENT
 from tests.e2e.kube import Obj, Objects
 
 HERE = Path(__file__).resolve().parent

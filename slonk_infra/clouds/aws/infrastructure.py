@@ -48,7 +48,7 @@ from slonk_infra.clouds.common import (
     exec_kubeconfig,
     existing_cluster_provider,
 )
-from slonk_infra.declaration import AwsSpec
+from slonk_infra.declaration.model import AwsSpec
 from slonk_infra.plan import ClusterPlan
 
 TOKEN = tokens.AWS_INFRASTRUCTURE

@@ -14,7 +14,7 @@ import pulumi_aws as aws
 
 from slonk_infra import tokens
 from slonk_infra.binding import VolumeSource
-from slonk_infra.declaration import StorageSpec
+from slonk_infra.declaration.model import StorageSpec
 
 FSX_DEFAULT_DEPLOYMENT = "PERSISTENT_2"
 # MB/s per TiB; PERSISTENT_1 SSD accepts 50/100/200, PERSISTENT_2 125/250/500/1000.

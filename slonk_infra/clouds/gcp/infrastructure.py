@@ -31,7 +31,7 @@ from slonk_infra.clouds.common import (
 )
 from slonk_infra.clouds.gcp.storage import GcpSharedStorage, GcpSharedStorageArgs, field_of
 from slonk_infra.clouds.gcp.worker_group import CLOUD_PLATFORM_SCOPE, GcpWorkerGroup, GcpWorkerGroupArgs
-from slonk_infra.declaration import GcpSpec
+from slonk_infra.declaration.model import GcpSpec
 from slonk_infra.plan import ClusterPlan, WorkerGroup
 
 TOKEN = tokens.GCP_INFRASTRUCTURE

@@ -12,7 +12,7 @@ import pulumi_gcp as gcp
 
 from slonk_infra import tokens
 from slonk_infra.binding import VolumeSource
-from slonk_infra.declaration import StorageSpec
+from slonk_infra.declaration.model import StorageSpec
 
 FILESTORE_DEFAULT_TIER = "ZONAL"
 # Tiers whose instance is regional; every other tier lives in one zone.

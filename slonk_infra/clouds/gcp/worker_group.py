@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from slonk_infra import naming, tokens
+from slonk_infra import tokens
 from slonk_infra.clouds.common import cloud_effect
-from slonk_infra.plan import WorkerGroup
+from slonk_infra.plan import WorkerGroup, naming
 
 # TPU generations whose VMs boot only from Hyperdisk (GKE's default boot disk is pd-balanced).
 HYPERDISK_ONLY_TPUS = frozenset({"tpu7x"})

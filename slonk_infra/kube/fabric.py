@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from slonk_infra import naming
 from slonk_infra.catalog import Catalog, MachineType, load_catalog
-from slonk_infra.catalog_fabrics import HostMount
+from slonk_infra.catalog.fabrics import HostMount
+from slonk_infra.plan import naming
 
 Obj = dict[str, Any]
 

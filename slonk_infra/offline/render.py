@@ -20,8 +20,9 @@ from typing import Any
 
 import yaml
 
-from slonk_infra.kube import names
-from slonk_infra.offline import (
+from slonk_infra import vocab
+from slonk_infra.declaration.stacks import CONFIG_KEY, PROJECT
+from slonk_infra.offline.runner import (
     SECRET_PLACEHOLDER,
     SECRET_SIG,
     SECRET_SIG_KEY,
@@ -31,7 +32,6 @@ from slonk_infra.offline import (
     run_offline,
 )
 from slonk_infra.plan import ClusterPlan
-from slonk_infra.stacks import CONFIG_KEY, PROJECT
 
 _DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -185,7 +185,7 @@ def write_render(run: ProgramRun, out_dir: Path) -> dict[str, Any]:
         (kube_dir / name).write_text(text, encoding="utf-8")
     (kube_dir / "all.yaml").write_text("---\n".join(texts), encoding="utf-8")
     # The Slurm files are written from the ConfigMaps the program declared, not rendered a second time.
-    folders = {names.CONFIG_MAP: "", names.TOPOLOGY_MAP: "", names.SCRIPTS_MAP: "scripts/"}
+    folders = {vocab.CONFIG_MAP: "", vocab.TOPOLOGY_MAP: "", vocab.SCRIPTS_MAP: "scripts/"}
     for obj in objects:
         if obj["kind"] == "ConfigMap" and obj["metadata"]["name"] in folders:
             for name, text in obj.get("data", {}).items():

@@ -1,6 +1,6 @@
 """The cluster declaration as ``TypedDict`` types (generated: do not edit).
 
-Generated from :mod:`slonk_infra.declaration` by ``python -m slonk_infra.typed_args``; a test fails
+Generated from :mod:`slonk_infra.declaration.model` by ``python -m slonk_infra.declaration.typegen``; a test fails
 when this file is stale. Pydantic validates the values (allowed literals, ranges, cross-field rules)
 when :class:`slonk_infra.Cluster` is constructed.
 """

@@ -2,7 +2,7 @@
 
 Every label key, component name, annotation key, object name, mount path and user id that more than
 one module relies on is spelled here once. Names derived from a pool or slice (StatefulSets, pods,
-Slurm nodes) live in :mod:`slonk_infra.naming`; this module holds the fixed ones. It imports nothing
+Slurm nodes) live in :mod:`slonk_infra.plan.naming`; this module holds the fixed ones. It imports nothing
 from the package, so the plan, the renderers and the policy pack can all read it.
 """
 
@@ -55,7 +55,7 @@ SCRIPTS_MAP = "slurm-scripts"  # the pods' scripts
 MUNGE_SECRET = "munge-key"
 MUNGE_KEY_FILE = "munge.key"  # key of the munge Secret, and the file munged reads
 JWT_SECRET = "slurm-jwt"
-USERS_SECRET = "slurm-users"  # the declared users, mounted in every Slurm pod (slonk_infra.accounts)
+USERS_SECRET = "slurm-users"  # the declared users, mounted in every Slurm pod (slonk_infra.declaration.users)
 LOGIN_HOST_KEYS_SECRET = "login-host-keys"  # the login pods' SSH host key, created once
 LOGIN_HOST_KEY_FILE = "ssh_host_ed25519_key"
 JWT_FILE = "jwt_hs256.key"  # key of the JWT Secret, and the file slurm.conf names

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import hostlist
 
-from slonk_infra.declaration import DNS_LABEL
+from slonk_infra.declaration.model import DNS_LABEL
 
 NAMESPACE_DEFAULT = "slurm"
 CONTROLLER = "slurmctld"

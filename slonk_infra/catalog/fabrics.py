@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from slonk_infra.catalog_types import Cloud
+from slonk_infra.catalog.types import Cloud
 
 if TYPE_CHECKING:
-    from slonk_infra.catalog import MachineType
+    from slonk_infra.catalog.machines import MachineType
 
 GKE_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$")
 

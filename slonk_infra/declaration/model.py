@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic.alias_generators import to_camel
 
-from slonk_infra.accounts import DirectorySpec, Users
 from slonk_infra.catalog import Cloud, PoolKind
+from slonk_infra.declaration.users import DirectorySpec, Users
 from slonk_infra.health.config import HealthSpec
 from slonk_infra.ops.config import OperationsSpec
 

@@ -2,7 +2,7 @@
 
 The Pulumi CLI is not needed. :func:`run_offline` drives the program through Pulumi's public test API
 (``pulumi.runtime.set_mocks`` with a :class:`pulumi.runtime.Mocks`, ``pulumi.runtime.test``) with
-``preview=False``, so every ``apply`` runs, against the fake clouds of :mod:`slonk_infra.fake_clouds` (a
+``preview=False``, so every ``apply`` runs, against the fake clouds of :mod:`slonk_infra.offline.fake_clouds` (a
 table of what each resource type answers). Every registration is recorded with the options the engine
 would receive (``protect``, ``retain_on_delete``, parent, dependencies); tests and offline checks read
 that record. Two things the
@@ -31,7 +31,7 @@ from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import callback_pb2, callback_pb2_grpc, resource_pb2
 
 # The fake clouds live in their own module; their names stay importable from here.
-from slonk_infra.fake_clouds import (
+from slonk_infra.offline.fake_clouds import (
     FAKE_CALLS,
     FAKE_OUTPUTS,
     FAKE_RANDOM_B64,

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from slonk_infra.catalog_types import Cloud, PoolKind
+from slonk_infra.catalog.types import Cloud, PoolKind
 
 if TYPE_CHECKING:
-    from slonk_infra.catalog import MachineType
+    from slonk_infra.catalog.machines import MachineType
 
 
 class _Frozen(BaseModel):

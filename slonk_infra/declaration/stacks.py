@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from slonk_infra.errors import StackFileError
+from slonk_infra.declaration.errors import StackFileError
 
 PROJECT = "slonk-infra"
 CONFIG_KEY = f"{PROJECT}:cluster"

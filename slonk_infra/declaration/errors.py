@@ -59,7 +59,7 @@ def from_validation_error(
     """
     if model is None:
         # Imported here: the declaration module imports this one.
-        from slonk_infra.declaration import ClusterDeclaration
+        from slonk_infra.declaration.model import ClusterDeclaration
 
         model = ClusterDeclaration
     problems = []

@@ -1,11 +1,11 @@
-"""Generate ``slonk_infra/cluster_args.py``: the declaration as ``TypedDict`` types, from the pydantic model.
+"""Generate ``slonk_infra/declaration/args.py``: the declaration as ``TypedDict`` types, from the pydantic model.
 
-The pydantic :class:`~slonk_infra.declaration.ClusterDeclaration` is the one source of truth. Pulumi's
+The pydantic :class:`~slonk_infra.declaration.model.ClusterDeclaration` is the one source of truth. Pulumi's
 component analyzer (which builds the cross-language schema) reads only ``TypedDict`` arguments, and a
 Python user benefits from a type checker seeing the argument shape, so the ``TypedDict`` mirror is
 generated from the model and checked in; a test fails when it is stale. Regenerate with::
 
-    python -m slonk_infra.typed_args > slonk_infra/cluster_args.py
+    python -m slonk_infra.declaration.typegen > slonk_infra/declaration/args.py
 
 Mapping: ``Literal`` becomes ``str`` (its allowed values go into the docstring; pydantic still checks
 them), a field with a default or ``None`` becomes ``NotRequired``, nested models become their own
@@ -22,11 +22,11 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from slonk_infra.declaration import ClusterDeclaration
+from slonk_infra.declaration.model import ClusterDeclaration
 
 HEADER = '''"""The cluster declaration as ``TypedDict`` types (generated: do not edit).
 
-Generated from :mod:`slonk_infra.declaration` by ``python -m slonk_infra.typed_args``; a test fails
+Generated from :mod:`slonk_infra.declaration.model` by ``python -m slonk_infra.declaration.typegen``; a test fails
 when this file is stale. Pydantic validates the values (allowed literals, ranges, cross-field rules)
 when :class:`slonk_infra.Cluster` is constructed.
 """
