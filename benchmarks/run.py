@@ -42,10 +42,10 @@ if str(ROOT) not in sys.path:
 import pulumi  # noqa: E402
 import yaml  # noqa: E402
 
+from slonk_infra.clouds import build_plan  # noqa: E402
 from slonk_infra.declaration.stacks import CONFIG_KEY, PROJECT, load_stack_config  # noqa: E402
 from slonk_infra.offline.render import ProgramRun, run_program, write_render  # noqa: E402
 from slonk_infra.offline.runner import Registration, run_offline  # noqa: E402
-from slonk_infra.plan import build_plan  # noqa: E402
 from slonk_infra.slurm import render_slurm_files  # noqa: E402
 
 STACKS = ROOT / "stacks"

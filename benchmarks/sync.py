@@ -42,16 +42,16 @@ if str(ROOT) not in sys.path:
 
 import kubernetes.client as k8s  # noqa: E402
 
+from slonk_infra.clouds import build_plan  # noqa: E402
 from slonk_infra.declaration.stacks import load_declaration  # noqa: E402
 from slonk_infra.ops.config import OperationsSpec  # noqa: E402
 from slonk_infra.ops.controller import Controller  # noqa: E402
 from slonk_infra.ops.kube_api import KubeApi  # noqa: E402
 from slonk_infra.ops.metrics import Metrics  # noqa: E402
-from slonk_infra.ops.model import POOL_LABEL  # noqa: E402
 from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmRest, TokenSigner  # noqa: E402
 from slonk_infra.ops.sync import Observed, reconcile  # noqa: E402
-from slonk_infra.plan import build_plan  # noqa: E402
 from slonk_infra.slurm import render_slurm_files  # noqa: E402
+from slonk_infra.vocab import APP, COMPONENT, GROUP_LABEL, NAME_LABEL, WORKER_COMPONENT  # noqa: E402
 from tests.slurmlab import (  # noqa: E402  # noqa: E402
     RestD,
     SlurmLab,
@@ -64,7 +64,7 @@ from tests.slurmlab import (  # noqa: E402  # noqa: E402
 NS = "slurm"
 STARTED = 4
 FLAVOR_VERSIONS = {"host": ("22.05", "tree"), "chroot": ("25.05", "yaml")}
-LABELS = {"app.kubernetes.io/name": "slurm", "app.kubernetes.io/component": "worker", POOL_LABEL: "h100"}
+LABELS = {NAME_LABEL: APP, COMPONENT: WORKER_COMPONENT, GROUP_LABEL: "h100"}
 
 # The fake API server, in a child process: populated, prints its URL, serves until stdin closes.
 FAKE_SERVER = """

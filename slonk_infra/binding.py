@@ -15,8 +15,9 @@ from typing import Any
 
 import pulumi
 
-SYSTEM_ROLE_LABEL = "slonk.dev/role"
-SYSTEM_ROLE = "system"
+# The label the cloud layers put on their system nodes and the Slurm layer selects (spelled in vocab).
+from slonk_infra.vocab import SYSTEM_ROLE as SYSTEM_ROLE
+from slonk_infra.vocab import SYSTEM_ROLE_LABEL as SYSTEM_ROLE_LABEL
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from typing import NoReturn
 
 import click
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.errors import DeclarationError, StackFileError
 from slonk_infra.declaration.stacks import load_declaration, load_stack_config, stack_name
-from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.plan import ClusterPlan
 
 # The packaged copy is the single source: policies/policy-config.json (what `pulumi preview
 # --policy-pack-config` is given) points at it.

@@ -8,7 +8,7 @@ The idiom of ``eks.Cluster``: construct it with the declaration and read its out
     cluster = slonk_infra.Cluster("research", declaration_dict)
     pulumi.export("login", cluster.login_address)
 
-The declaration is validated completely (:func:`slonk_infra.plan.build_plan`) before any resource
+The declaration is validated completely (:func:`slonk_infra.clouds.build_plan`) before any resource
 is declared; a bad one raises :class:`~slonk_infra.declaration.errors.DeclarationError` listing every problem.
 """
 
@@ -19,11 +19,12 @@ from typing import Any
 import pulumi
 
 from slonk_infra import tokens
-from slonk_infra.clouds import CloudComponent, deploy_cloud
+from slonk_infra.clouds import build_plan, deploy_cloud
+from slonk_infra.clouds.common import CloudComponent
 from slonk_infra.components.slurm_cluster import SlurmCluster
 from slonk_infra.declaration.args import ClusterArgs
 from slonk_infra.declaration.model import ClusterDeclaration
-from slonk_infra.plan import ClusterPlan, build_plan, naming
+from slonk_infra.plan import ClusterPlan, naming
 
 # Outputs, in the order ``register_outputs`` and the docs list them.
 OUTPUT_KEYS = (

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pulumi
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.cluster import Cluster
 from slonk_infra.declaration.stacks import CONFIG_KEY
-from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.plan import ClusterPlan
 
 
 def plan_from_config() -> ClusterPlan:

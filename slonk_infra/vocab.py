@@ -17,10 +17,12 @@ COMPONENT = "app.kubernetes.io/component"
 GROUP_LABEL = "slonk.dev/group"  # worker group of a worker StatefulSet and its pods
 POOL_LABEL = "slonk.dev/pool"  # put on a group's nodes by every cloud; worker pods select it
 VOLUME_LABEL = "slonk.dev/volume"  # shared filesystem an in-cluster NFS server exports
+# Put on the cloud's system nodes (value SYSTEM_ROLE); controller and login pods select it.
+SYSTEM_ROLE_LABEL = "slonk.dev/role"
+SYSTEM_ROLE = "system"
 
 # Cloud-defined node labels and extended resources the layer selects or requests.
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 GPU_RESOURCE = "nvidia.com/gpu"
 TPU_RESOURCE = "google.com/tpu"
@@ -38,6 +40,7 @@ RBAC_COMPONENT = "rbac"
 NETWORK_COMPONENT = "network"
 SCHEDULING_COMPONENT = "scheduling"
 NAMESPACE_COMPONENT = "namespace"
+OPERATIONS_COMPONENT = "operations"  # the operations controller (slonk_infra.ops), whose NAME_LABEL is its own
 
 # ----------------------------------------------------------------------------------- annotations
 CONFIG_HASH = "slonk.dev/config-hash"  # rolls controller, login and slurmrestd pods when the Slurm config changes
@@ -45,6 +48,16 @@ TOPOLOGY_LABELS = "slonk.dev/node-topology-labels"  # on the topology ConfigMap:
 # On a claim that names no StorageClass (local clusters only): says the cluster's default serves it.
 STORAGE_CLASS_NOTE = "slonk.dev/storage-class"
 DEFAULT_CLASS_NOTE = "the cluster's default StorageClass"
+# On a worker pod whose machine's GPU NICs are not wired (NCCL then uses the primary NIC only).
+FABRIC_NOTE = "slonk.dev/fabric"
+# Read and written by the operations controller and the health checker on worker pods and their
+# Kubernetes nodes; slonk_infra.ops.model says what each holds.
+SLURM_STATE = "slonk.dev/slurm-state"
+SLURM_REASON = "slonk.dev/slurm-reason"
+CORDONED_BY = "slonk.dev/cordoned-by"
+CORDON_REASON = "slonk.dev/cordon-reason"
+REPLACE_MACHINE = "slonk.dev/replace-machine"
+HEALTH = "slonk.dev/health"
 
 # ---------------------------------------------------------------------------------- object names
 SERVICE_ACCOUNT = "slurm"
@@ -98,7 +111,6 @@ RUN_SLURM_DIR = "/run/slurm"  # per-pod flags (a leaving worker's "terminating" 
 NFS_EXPORT_DIR = "/exports"
 
 # ---------------------------------------------------------------------------------------- users
-MUNGE_UID = 400
 SLURM_UID = 401
 # slurmrestd refuses to run as root or as SlurmUser; the image has a user of its own for it.
 SLURMRESTD_UID = 402

@@ -6,9 +6,10 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import KubeInputs, build_manifests
-from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
 
 Obj = dict[str, Any]

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from slonk_infra import vocab
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.errors import DeclarationError
 from slonk_infra.declaration.users import DirectorySpec, UserSpec, sssd_conf, user_files
 from slonk_infra.kube import login, worker
 from slonk_infra.kube.cluster_wide import secrets
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import common_mounts, common_volumes
-from slonk_infra.plan import build_plan
+from slonk_infra.plan import PRIVATE_RANGES
 from slonk_infra.slurm import paths
 from tests.support import declaration
 
@@ -123,7 +124,7 @@ def test_login_host_key_is_a_secret_mounted_where_sshd_reads_it() -> None:
 def test_load_balancer_is_not_open_to_the_world_unless_declared() -> None:
     gcp = build_plan(declaration("gcp"))
     assert gcp.declaration.login.service_type == "LoadBalancer"
-    assert login.service(gcp)["spec"]["loadBalancerSourceRanges"] == list(login.PRIVATE_RANGES)
+    assert login.service(gcp)["spec"]["loadBalancerSourceRanges"] == list(PRIVATE_RANGES)
     raw = declaration("aws")
     raw["login"] = {"serviceType": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24"]}
     assert login.service(build_plan(raw))["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import ast
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from slonk_infra.catalog import load_catalog, topology_chips, tpu_vms
+import slonk_infra
+from slonk_infra.catalog import MachineType, load_catalog, topology_chips, tpu_vms
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
-from slonk_infra.plan import build_plan, naming
+from slonk_infra.plan import naming
 
 CATALOG = load_catalog()
 GPU_MACHINES = sorted(m.name for m in CATALOG.machines.values() if m.kind == "gpu")
@@ -120,3 +124,19 @@ def test_naming_chain() -> None:
     for g in plan.groups:
         for name in (naming.statefulset(g.name), naming.node_pool(g.name), *g.node_names, naming.switch(g.name)):
             assert naming.is_dns_label(name), name
+
+
+def test_every_machine_fact_is_read_by_library_code() -> None:
+    """A catalog fact that no library code reads is a promise nothing keeps: setting it changes nothing.
+
+    Counted by attribute name over the package (tests excluded); a field with a common name (``name``,
+    ``kind``) passes trivially, the machine-specific ones (``hyperdisk_only``, ``eni_max_pods``) do not.
+    """
+    package = Path(slonk_infra.__file__).parent
+    read = {
+        node.attr
+        for path in package.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+    }
+    assert sorted(set(MachineType.model_fields) - read) == []

@@ -91,7 +91,6 @@ def test_fsx_throughputs_and_efs_modes() -> None:
 def test_block_classes_per_cloud() -> None:
     classes = STORAGE.block_classes
     assert classes["gcp"].name == "standard-rwo" and classes["gcp"].builtin
-    assert classes["gcp"].hyperdisk_type == "hyperdisk-balanced"
     assert classes["aws"].provisioner == "ebs.csi.aws.com" and not classes["aws"].builtin
     assert classes["aws"].addon == "aws-ebs-csi-driver"
     assert classes["local"].name is None

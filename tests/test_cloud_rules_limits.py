@@ -8,15 +8,14 @@ from typing import Any
 
 import pytest
 
-from slonk_infra.clouds import registry
+from slonk_infra.clouds import build_plan, registry
 from slonk_infra.declaration.errors import DeclarationError
 from slonk_infra.declaration.model import ClusterDeclaration, StorageSpec
-from slonk_infra.plan import build_plan
 from tests.support import declaration
 
 
 def _problems(cloud: str, index: int, **volume: Any) -> list[str]:
-    return [str(p) for p in registry.rules_for(cloud).storage_problems(index, StorageSpec(**volume))]
+    return [str(p) for p in registry.target(cloud).storage_problems(index, StorageSpec(**volume))]
 
 
 @pytest.mark.parametrize(
@@ -63,10 +62,10 @@ def test_fsx_sizes_fsx_would_round_are_refused_with_the_size_it_would_take(
 def test_shipped_stacks_pass_their_targets_rules() -> None:
     for cloud in registry.TARGETS:
         decl = ClusterDeclaration.model_validate(declaration(cloud))
-        rules = registry.rules_for(cloud)
-        assert rules.declaration_problems(decl) == []
+        target = registry.target(cloud)
+        assert target.declaration_problems(decl) == []
         for i, vol in enumerate(decl.storage):
-            assert rules.storage_problems(i, vol) == []
+            assert target.storage_problems(i, vol) == []
 
 
 def _with_pool(cloud: str, **pool: Any) -> ClusterDeclaration:
@@ -79,27 +78,27 @@ def _with_pool(cloud: str, **pool: Any) -> ClusterDeclaration:
 def test_explicit_compact_placement_with_a_reservation_is_refused(cloud: str) -> None:
     decl = _with_pool(cloud, compactPlacement=True)
     assert decl.pools[0].reservation is not None
-    [problem] = registry.rules_for(cloud).declaration_problems(decl)
+    [problem] = registry.target(cloud).declaration_problems(decl)
     assert problem.path == "pools[0].compactPlacement" and "reservation" in problem.message
     # The default (unset) yields to the reservation quietly: it was never asked for.
-    assert registry.rules_for(cloud).declaration_problems(_with_pool(cloud)) == []
+    assert registry.target(cloud).declaration_problems(_with_pool(cloud)) == []
 
 
 def test_explicit_compact_placement_on_an_aws_cpu_group_is_refused() -> None:
     raw = copy.deepcopy(declaration("aws"))
     cpu = next(i for i, p in enumerate(raw["pools"]) if p["kind"] == "cpu")
     raw["pools"][cpu]["compactPlacement"] = True
-    [problem] = registry.rules_for("aws").declaration_problems(ClusterDeclaration.model_validate(raw))
+    [problem] = registry.target("aws").declaration_problems(ClusterDeclaration.model_validate(raw))
     assert problem.path == f"pools[{cpu}].compactPlacement" and "CPU node groups" in problem.message
     # GKE places CPU pools compactly: nothing to refuse there.
     raw = copy.deepcopy(declaration("gcp"))
     cpu = next(i for i, p in enumerate(raw["pools"]) if p["kind"] == "cpu")
     raw["pools"][cpu]["compactPlacement"] = True
-    assert registry.rules_for("gcp").declaration_problems(ClusterDeclaration.model_validate(raw)) == []
+    assert registry.target("gcp").declaration_problems(ClusterDeclaration.model_validate(raw)) == []
 
 
 def test_explicit_compact_placement_on_a_local_cluster_is_refused() -> None:
-    [problem] = registry.rules_for("local").declaration_problems(_with_pool("local", compactPlacement=True))
+    [problem] = registry.target("local").declaration_problems(_with_pool("local", compactPlacement=True))
     assert problem.path == "pools[0].compactPlacement"
 
 

@@ -8,18 +8,20 @@ from typing import Any
 import pytest
 
 from slonk_infra import tokens
-from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
+from slonk_infra.binding import CloudResult
 from slonk_infra.catalog import load_catalog
+from slonk_infra.clouds import build_plan
 from slonk_infra.clouds.aws import (
     TOKEN,
     TOPOLOGY_LABELS,
     AwsInfrastructure,
     fsx_storage_capacity,
-    launch_template_violations,
 )
+from slonk_infra.clouds.aws.worker_group import launch_template_violations
 from slonk_infra.clouds.common import SYSTEM_POOL
 from slonk_infra.offline.runner import FAKE_VPC_CIDR, OfflineRun, run_offline
-from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.plan import ClusterPlan
+from slonk_infra.vocab import SYSTEM_ROLE, SYSTEM_ROLE_LABEL
 from tests.support import ancestors, count_by_type, declaration, deploy, with_nodes
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"

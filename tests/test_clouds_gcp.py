@@ -8,14 +8,16 @@ import pulumi
 import pytest
 
 from slonk_infra import tokens
-from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
+from slonk_infra.binding import CloudResult
 from slonk_infra.catalog import load_catalog, topology_chips
+from slonk_infra.clouds import build_plan
 from slonk_infra.clouds.common import SYSTEM_POOL
 from slonk_infra.clouds.gcp import TOKEN, TOPOLOGY_LABELS, GcpInfrastructure, filestore_share
 from slonk_infra.clouds.gcp.infrastructure import node_account_id
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.offline.runner import OfflineRun, run_offline
-from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.plan import ClusterPlan
+from slonk_infra.vocab import SYSTEM_ROLE, SYSTEM_ROLE_LABEL
 from tests.support import ancestors, count_by_type, declaration, deploy, with_nodes
 
 NODE_POOL = "gcp:container/nodePool:NodePool"
@@ -156,6 +158,19 @@ def test_single_host_slice_has_no_placement_and_tpu7x_gets_a_workload_policy() -
     assert ironwood["nodeConfig"]["diskType"] == "hyperdisk-balanced"
 
 
+def test_machines_the_catalog_marks_hyperdisk_only_boot_from_hyperdisk() -> None:
+    # GKE: "For A3 Ultra node pools, you must set the disk type to hyperdisk-balanced" (catalog
+    # storage.yaml); other machines keep GKE's default boot disk.
+    raw = declaration("gcp")
+    raw["pools"][0] = {"name": "h200", "kind": "gpu", "machineType": "a3-ultragpu-8g", "nodes": 2}
+    plan = build_plan(raw)
+    assert plan.group("h200").machine.hyperdisk_only and not plan.group("h100-b").machine.hyperdisk_only
+    run = deploy(plan)
+    assert pool(run, "h200")["nodeConfig"]["diskType"] == "hyperdisk-balanced"
+    assert "diskType" not in pool(run, "h100-b")["nodeConfig"]
+    assert "diskType" not in pool(run, "cpu")["nodeConfig"]
+
+
 def test_system_pool_is_labelled_for_controller_and_login(run: OfflineRun[CloudResult]) -> None:
     system = pool(run, SYSTEM_POOL)
     assert system["nodeCount"] == 2
@@ -277,7 +292,7 @@ def test_no_duplicate_urns_and_no_stringified_outputs(run: OfflineRun[CloudResul
 
 def test_plan_for_another_cloud_is_rejected() -> None:
     plan = build_plan(load_declaration("local"))
-    with pytest.raises(ValueError, match="gcp declaration"):
+    with pytest.raises(AssertionError, match="not a gcp plan: local"):
         run_offline(lambda: GcpInfrastructure("wrong", plan))
 
 

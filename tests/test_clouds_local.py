@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from slonk_infra.binding import CloudResult
-from slonk_infra.clouds import deploy_cloud
+from slonk_infra.clouds import build_plan, deploy_cloud
 from slonk_infra.clouds.common import cloud_effect, exec_kubeconfig
 from slonk_infra.clouds.local import TOKEN, LocalInfrastructure
 from slonk_infra.declaration.model import Taint
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.offline.runner import OfflineRun, run_offline
-from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.plan import ClusterPlan
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*has been deprecated in favor of:DeprecationWarning")
 PROVIDER = "pulumi:providers:kubernetes"

@@ -9,11 +9,11 @@ import pytest
 
 import slonk_infra
 from slonk_infra import tokens
+from slonk_infra.clouds import build_plan
 from slonk_infra.cluster import OUTPUT_KEYS, Cluster
 from slonk_infra.declaration.errors import DeclarationError
 from slonk_infra.declaration.typegen import generate
 from slonk_infra.offline.runner import run_offline
-from slonk_infra.plan import build_plan
 from tests.support import declaration
 
 CLUSTER_ARGS = "slonk_infra/declaration/args.py"

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.errors import DeclarationError
 from slonk_infra.declaration.stacks import load_declaration
-from slonk_infra.plan import build_plan
 
 Raw = dict[str, Any]
 

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from slonk_infra.catalog import load_catalog
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.errors import DeclarationError
 from slonk_infra.declaration.stacks import CONFIG_KEY
 from slonk_infra.offline.render import ProgramRun, run_program
 from slonk_infra.offline.runner import Registration
-from slonk_infra.plan import Request, build_plan, fits
+from slonk_infra.plan import Request, fits
 from slonk_infra.plan.capacity import parse_quantity_m, parse_quantity_mib
 from slonk_infra.policy.claims_name_a_storage_class import claims_name_a_storage_class
 from slonk_infra.policy.config import resolve

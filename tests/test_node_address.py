@@ -11,9 +11,9 @@ import os
 import subprocess
 from pathlib import Path
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.kube import worker
 from slonk_infra.kube.inputs import KubeInputs
-from slonk_infra.plan import build_plan
 from slonk_infra.slurm.conf import render_slurm_conf
 from slonk_infra.slurm.scripts import SETTINGS, fill, source
 from tests.support import declaration

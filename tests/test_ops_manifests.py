@@ -8,14 +8,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import build_manifests
 from slonk_infra.ops.config import OperationsSpec, load_spec
 from slonk_infra.ops.kube_api import KubeApi
 from slonk_infra.ops.manifests import operations_objects
-from slonk_infra.ops.model import POOL_LABEL
-from slonk_infra.plan import build_plan
 from slonk_infra.slurm import render_slurm_files
+from slonk_infra.vocab import GROUP_LABEL
 from tests.test_ops_fakekube import selector_matches
 
 KUBE_VERSIONS = ["1.31.0", "1.33.0"]
@@ -104,14 +104,14 @@ def test_the_default_selectors_find_the_slurm_layers_worker_pods() -> None:
     workers = [
         o
         for o in build_manifests(plan, render_slurm_files(plan))
-        if o["kind"] == "StatefulSet" and POOL_LABEL in o["spec"]["template"]["metadata"]["labels"]
+        if o["kind"] == "StatefulSet" and GROUP_LABEL in o["spec"]["template"]["metadata"]["labels"]
     ]
     assert workers
     selector = OperationsSpec().worker_selector
     for sts in workers:
         labels = sts["spec"]["template"]["metadata"]["labels"]
         assert selector_matches(selector, labels), (selector, labels)
-        group = labels[POOL_LABEL]
+        group = labels[GROUP_LABEL]
         assert sts["metadata"]["name"] == group  # pod <group>-<i> is Slurm node <group>-<i>
     others = [o for o in build_manifests(plan, render_slurm_files(plan)) if o["kind"] == "StatefulSet"]
     assert not any(

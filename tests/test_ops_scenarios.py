@@ -29,16 +29,27 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.ops.config import OperationsSpec, RemediationSpec
 from slonk_infra.ops.controller import Controller, TickReport
 from slonk_infra.ops.main import main, serve
 from slonk_infra.ops.metrics import Metrics
-from slonk_infra.ops.model import CORDONED_BY, HEALTH, POOL_LABEL, SLURM_REASON, SLURM_STATE, SlurmNode
+from slonk_infra.ops.model import SlurmNode
 from slonk_infra.ops.records import JobRecord, StateStore
 from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmError, SlurmRest, TokenSigner
-from slonk_infra.plan import build_plan
 from slonk_infra.slurm import render_slurm_files
+from slonk_infra.vocab import (
+    APP,
+    COMPONENT,
+    CORDONED_BY,
+    GROUP_LABEL,
+    HEALTH,
+    NAME_LABEL,
+    SLURM_REASON,
+    SLURM_STATE,
+    WORKER_COMPONENT,
+)
 from tests.slurmlab import RestD, SlurmLab, SlurmLabError, free_ports, require_flavor, stand_in_health_check
 from tests.test_ops_fakekube import FakeKube
 from tests.test_ops_sync import verdict
@@ -47,7 +58,7 @@ NS = "slurm"
 STARTED = [f"h100-{i}" for i in range(4)]
 NO_POD = "h100-[10-209]"
 FLAVORS = {"host": ("22.05", "tree"), "chroot": ("25.05", "yaml")}
-WORKER_LABELS = {"app.kubernetes.io/name": "slurm", "app.kubernetes.io/component": "worker", POOL_LABEL: "h100"}
+WORKER_LABELS = {NAME_LABEL: APP, COMPONENT: WORKER_COMPONENT, GROUP_LABEL: "h100"}
 
 
 def declaration(slurm_version: str, topology: str) -> dict[str, Any]:

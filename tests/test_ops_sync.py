@@ -11,21 +11,18 @@ import json
 from dataclasses import dataclass, field
 
 from slonk_infra.ops.config import OperationsSpec, RemediationSpec
-from slonk_infra.ops.model import (
+from slonk_infra.ops.model import KubeNode, KubePod, SlurmNode, Taint
+from slonk_infra.ops.remediation import RemediationState
+from slonk_infra.ops.sync import Observed, Plan, reconcile
+from slonk_infra.vocab import (
     CORDON_REASON,
     CORDONED_BY,
+    GROUP_LABEL,
     HEALTH,
-    POOL_LABEL,
     REPLACE_MACHINE,
     SLURM_REASON,
     SLURM_STATE,
-    KubeNode,
-    KubePod,
-    SlurmNode,
-    Taint,
 )
-from slonk_infra.ops.remediation import RemediationState
-from slonk_infra.ops.sync import Observed, Plan, reconcile
 
 T0 = 1_800_000_000.0
 FP = "sha256:" + "ab" * 32
@@ -66,7 +63,7 @@ class World:
             name,
             uid=f"pod-{name}-1",
             node_name=kname,
-            labels={POOL_LABEL: pool},
+            labels={GROUP_LABEL: pool},
             annotations=dict(pod_annotations or {}),
             created=T0 - 100,
         )
@@ -126,7 +123,7 @@ class World:
             name,
             uid=f"pod-{name}-{self.now}",
             node_name=old,
-            labels={POOL_LABEL: "h100"},
+            labels={GROUP_LABEL: "h100"},
             annotations=dict(annotations or {}),
             created=self.now,
         )

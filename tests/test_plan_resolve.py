@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from slonk_infra.clouds import build_plan, registry
 from slonk_infra.declaration.errors import DeclarationError
-from slonk_infra.plan import GPU_TAINT, Problems, build_plan, default_partitions
+from slonk_infra.plan import GPU_TAINT, Problems, default_partitions
 from slonk_infra.plan.checks import check_storage
 from tests.kube_support import plan_for
 
@@ -27,7 +28,7 @@ def test_one_run_reports_every_problem_in_declaration_order() -> None:
 def test_checks_collect_without_raising() -> None:
     plan = plan_for("local")
     problems = Problems()
-    check_storage(plan.declaration.model_copy(update={"storage": []}), problems)
+    check_storage(plan.declaration.model_copy(update={"storage": []}), registry.target("local"), problems)
     assert [p.path for p in problems.items] == ["storage"]
     assert problems
     with pytest.raises(DeclarationError):

@@ -22,8 +22,8 @@ from google.protobuf import empty_pb2  # type: ignore[import-untyped]
 from pulumi.provider.experimental.component import ComponentProvider
 from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2, provider_pb2_grpc
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.offline.runner import run_offline
-from slonk_infra.plan import build_plan
 
 REPO = Path(__file__).resolve().parents[1]
 COMPONENTS = REPO / "components"

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import yaml
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import COMPONENT, build_manifests
-from slonk_infra.plan import build_plan
 from slonk_infra.slurm import render_slurm_files
 
 ACCEPTED = Path(__file__).resolve().parent.parent / "docs" / "checkov-accepted.yaml"

@@ -12,7 +12,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from slonk_infra.plan import build_plan
+from slonk_infra.clouds import build_plan
 from slonk_infra.slurm import paths
 from slonk_infra.slurm.conf import render_slurm_conf
 from slonk_infra.slurm.scripts import SETTINGS, fill, source

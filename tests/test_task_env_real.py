@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
-from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import paths, render_slurm_files
 from tests.slurmlab import SlurmLab, require_flavor, stand_in_health_check
 

@@ -1,10 +1,12 @@
-"""What each Slurm release can do, so renderers never emit a key the declared version does not know."""
+"""Slurm releases and the ones where something the renderers and checks depend on changed.
+
+Every version switch of the library is a named constant here, read where the switch is made, so
+the release notes behind a rendered key are found in one place.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-MIN_SUPPORTED = (22, 5)
 
 
 @dataclass(frozen=True, order=True)
@@ -23,23 +25,13 @@ class SlurmVersion:
     def __str__(self) -> str:
         return f"{self.major}.{self.minor:02d}"
 
-    def has(self, feature: str) -> bool:
-        """True when this release supports ``feature`` (a key of :data:`FEATURES`)."""
-        return self >= FEATURES[feature]
 
-
-# Minimum release for each optional capability the renderers use (Slurm release notes / man pages).
-FEATURES: dict[str, SlurmVersion] = {
-    "topology/block": SlurmVersion(23, 11),
-    "topology.yaml": SlurmVersion(25, 5),
-    "partition Topology=": SlurmVersion(25, 5),
-    "BlockSizes": SlurmVersion(23, 11),
-    "SlurmctldParameters=enable_configless": SlurmVersion(20, 2),
-    "cgroup/v2": SlurmVersion(22, 5),
-    "AutoDetect=nvml": SlurmVersion(19, 5),
-}
-
-
-def minimum_for(feature: str) -> SlurmVersion:
-    """The first release that has ``feature``."""
-    return FEATURES[feature]
+# The oldest release the library renders for.
+MIN_SUPPORTED = SlurmVersion(22, 5)
+# First release with the topology/block plugin (slurm.conf TopologyPlugin=topology/block, BlockSizes).
+TOPOLOGY_BLOCK = SlurmVersion(23, 11)
+# First release that reads topology.yaml (and a partition's Topology=).
+TOPOLOGY_YAML = SlurmVersion(25, 5)
+# 23.11 removed CommunicationParameters=NoAddrCache; slurmctld logs an error ("defunct, please
+# remove it") when it is still set.
+NO_ADDR_CACHE_REMOVED = SlurmVersion(23, 11)

@@ -115,8 +115,6 @@ class BlockClass(_Frozen):
     builtin: bool = Field(description="True when the cluster ships it; False when the adapter must create it.")
     provisioner: str | None = Field(default=None, description="CSI provisioner.")
     disk_type: str | None = Field(default=None, description="Disk type parameter.")
-    hyperdisk_name: str | None = Field(default=None, description="GCP: class for Hyperdisk-only machines.")
-    hyperdisk_type: str | None = Field(default=None, description="GCP: its disk type.")
     addon: str | None = Field(default=None, description="AWS: EKS add-on that serves the provisioner.")
     source: str = Field(description="Where this comes from.")
 

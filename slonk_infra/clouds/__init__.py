@@ -1,26 +1,64 @@
-"""Cloud layer: one adapter per target gives the Slurm layer the same :class:`CloudResult`.
+"""Cloud layer: one descriptor and one adapter per target; the Slurm layer gets the same :class:`CloudResult`.
 
-``deploy_cloud(plan)`` picks the adapter from ``plan.declaration.cloud`` through the registry
-(:mod:`slonk_infra.clouds.registry`); each adapter also owns its declaration rules
-(:mod:`slonk_infra.clouds.rules`):
+Every target is described once (:mod:`slonk_infra.clouds.target`, registered in
+:mod:`slonk_infra.clouds.registry`); this module binds the descriptors to the two operations that
+need them:
 
-- ``gcp``: :class:`~slonk_infra.clouds.gcp.GcpInfrastructure` (GKE, node pools, Filestore)
-- ``aws``: :class:`~slonk_infra.clouds.aws.AwsInfrastructure` (EKS, node groups with EFA, EFS, FSx)
-- ``local``: :class:`~slonk_infra.clouds.local.LocalInfrastructure` (an existing cluster; nothing created)
+- :func:`build_plan` validates and resolves a declaration against every registered target's rules;
+- :func:`deploy_cloud` creates the declared target's component, named by its descriptor:
+
+  - ``gcp``: :class:`~slonk_infra.clouds.gcp.GcpInfrastructure` (GKE, node pools, Filestore)
+  - ``aws``: :class:`~slonk_infra.clouds.aws.AwsInfrastructure` (EKS, node groups with EFA, EFS, FSx)
+  - ``local``: :class:`~slonk_infra.clouds.local.LocalInfrastructure` (an existing cluster; nothing created)
 
 Each adapter is a ``ComponentResource`` whose resource count grows with the number of worker
-groups and storage entries, never with the number of nodes.
+groups and storage entries, never with the number of nodes. Importing this module loads no cloud
+SDK: a deployer's module is imported when :func:`deploy_cloud` first needs it.
 """
 
 from __future__ import annotations
 
-import pulumi
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
-from slonk_infra.clouds.common import CloudComponent
-from slonk_infra.clouds.registry import rules_for
+from slonk_infra import plan as _plan
+from slonk_infra.catalog import Catalog
+from slonk_infra.clouds import registry
+from slonk_infra.declaration.model import ClusterDeclaration
+from slonk_infra.lazy import lazy_getattr
 from slonk_infra.plan import ClusterPlan
 
-__all__ = ["CloudComponent", "deploy_cloud"]
+if TYPE_CHECKING:
+    import pulumi
+
+    from slonk_infra.clouds.common import CloudComponent
+
+__all__ = ["CloudComponent", "Deployer", "build_plan", "deploy_cloud", "deployer_of"]
+
+# The component base loads the Pulumi SDKs; imported on first use.
+__getattr__ = lazy_getattr(__name__, {"CloudComponent": "slonk_infra.clouds.common"})
+
+
+class Deployer(Protocol):
+    """How a descriptor's deployer is called: a component class taking the component name, plan and options."""
+
+    def __call__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None, /) -> CloudComponent: ...
+
+
+def build_plan(raw: Mapping[str, Any] | ClusterDeclaration, catalog: Catalog | None = None) -> ClusterPlan:
+    """Validate a declaration (raw stack config or model) against the registered targets and resolve it.
+
+    Raises :class:`~slonk_infra.declaration.errors.DeclarationError` listing every problem.
+    """
+    return _plan.build_plan(raw, targets=registry.targets(), catalog=catalog)
+
+
+def deployer_of(cloud: str) -> Deployer:
+    """The component class that deploys target ``cloud`` (imports its module, and so its SDK, now)."""
+    module, _, name = registry.target(cloud).deployer.partition(":")
+    deployer: Deployer = getattr(importlib.import_module(module), name)
+    return deployer
 
 
 def deploy_cloud(
@@ -30,4 +68,4 @@ def deploy_cloud(
 
     Its ``result`` (a :class:`~slonk_infra.binding.CloudResult`) is what the Slurm layer consumes.
     """
-    return rules_for(plan.declaration.cloud).deploy(name or plan.name, plan, opts)
+    return deployer_of(plan.declaration.cloud)(name or plan.name, plan, opts)

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
+from slonk_infra.binding import CloudResult
 from slonk_infra.clouds import rules
 from slonk_infra.declaration.model import KubernetesSpec, StorageSpec, Taint
 from slonk_infra.plan import ClusterPlan, naming
+from slonk_infra.vocab import SYSTEM_ROLE, SYSTEM_ROLE_LABEL
 
 # Node pool / node group that runs slurmctld and the login pods. Worker groups are named after
 # the declaration's pools; the "slonk-" prefix keeps this one out of their way.
@@ -32,23 +33,12 @@ def cloud_effect(taint: Taint) -> str:
     return _EFFECTS[taint.effect]
 
 
-def cloud_storage(plan: ClusterPlan, kinds: Sequence[str]) -> list[StorageSpec]:
-    """Storage entries the adapter of a cloud creates; raises on a kind the cloud cannot create.
+def cloud_storage(plan: ClusterPlan) -> list[StorageSpec]:
+    """Storage entries the cloud adapter creates: all but the kinds the Kubernetes layer provisions.
 
-    ``build_plan`` already rejects kinds a cloud does not offer, so the error only fires when an
-    adapter is handed a plan for another cloud.
+    ``build_plan`` already refused kinds the declared target does not offer.
     """
-    wanted: list[StorageSpec] = []
-    for vol in plan.declaration.storage:
-        if vol.kind in KUBERNETES_STORAGE:
-            continue
-        if vol.kind not in kinds:
-            raise ValueError(
-                f"storage {vol.name!r}: kind {vol.kind!r} cannot be created on {plan.declaration.cloud}; "
-                f"this adapter creates {', '.join(kinds)}"
-            )
-        wanted.append(vol)
-    return wanted
+    return [vol for vol in plan.declaration.storage if vol.kind not in KUBERNETES_STORAGE]
 
 
 def exec_kubeconfig(cluster: str, server: str, ca_data: str, exec_config: Mapping[str, Any]) -> str:

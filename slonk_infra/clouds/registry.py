@@ -1,25 +1,34 @@
-"""The targets this library deploys to: ``cloud`` value -> the module holding that target's ``RULES``.
+"""The targets this library deploys to: ``cloud`` value -> the module holding that target's descriptor.
 
-Adding a target is one adapter package (its components and a ``rules`` module with a ``RULES``
-object meeting :class:`~slonk_infra.clouds.rules.CloudRules`) and one line here.
+Adding a target is one package, ``slonk_infra/clouds/<cloud>/``, whose ``target`` module holds a
+``TARGET`` (:class:`~slonk_infra.clouds.target.CloudTarget`) and whose deployer component it names,
+and one line here. ``tests/test_cloud_targets.py`` fails until the declaration and the catalog know
+the new ``cloud`` value and the descriptor provides everything it must.
 """
 
 from __future__ import annotations
 
 import importlib
 
-from slonk_infra.clouds.rules import CloudRules
+from slonk_infra.clouds.target import CloudTarget
 
 TARGETS: dict[str, str] = {
-    "gcp": "slonk_infra.clouds.gcp.rules",
-    "aws": "slonk_infra.clouds.aws.rules",
-    "local": "slonk_infra.clouds.local_rules",
+    "gcp": "slonk_infra.clouds.gcp.target",
+    "aws": "slonk_infra.clouds.aws.target",
+    "local": "slonk_infra.clouds.local.target",
 }
 
 
-def rules_for(cloud: str) -> CloudRules:
-    """The rules of target ``cloud`` (raises ValueError naming the known targets)."""
+def target(cloud: str) -> CloudTarget:
+    """The descriptor of target ``cloud`` (raises ValueError naming the known targets)."""
     if cloud not in TARGETS:
-        raise ValueError(f"no cloud adapter for {cloud!r}; known: {', '.join(TARGETS)}")
-    rules: CloudRules = importlib.import_module(TARGETS[cloud]).RULES
-    return rules
+        raise ValueError(f"no target for cloud {cloud!r}; known: {', '.join(TARGETS)}")
+    found = importlib.import_module(TARGETS[cloud]).TARGET
+    if not isinstance(found, CloudTarget) or found.cloud != cloud:
+        raise TypeError(f"{TARGETS[cloud]}.TARGET is not the CloudTarget of {cloud!r}")
+    return found
+
+
+def targets() -> dict[str, CloudTarget]:
+    """Every registered target's descriptor, by ``cloud`` value, in registry order."""
+    return {cloud: target(cloud) for cloud in TARGETS}

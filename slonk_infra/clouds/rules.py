@@ -1,52 +1,23 @@
-"""What a cloud adapter owns besides its resources: the rules a declaration must meet on that cloud.
+"""Rule pieces the targets' descriptors share: storage tiers and sizes, and placement a target refuses.
 
-Every adapter ships a module with a ``RULES`` object meeting :class:`CloudRules`; the plan asks the
-registry (:mod:`slonk_infra.clouds.registry`) for the declared cloud's rules and never names a cloud
-itself. The rules modules import no cloud SDK, so validating a declaration stays fast.
+The descriptors (``slonk_infra/clouds/<cloud>/target.py``) build their declaration rules from these;
+nothing here imports a cloud SDK, the plan or a component.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from slonk_infra.declaration.errors import Problem, choice
 
 if TYPE_CHECKING:
-    import pulumi
-
-    from slonk_infra.clouds.common import CloudComponent
     from slonk_infra.declaration.model import ClusterDeclaration, StorageSpec
-    from slonk_infra.plan import ClusterPlan
 
 # Storage the Kubernetes layer provisions itself on every target (an in-cluster NFS server, or an
 # NFS export that already exists).
 KUBERNETES_STORAGE = frozenset({"nfs-server", "nfs-export"})
-
-
-class CloudRules(Protocol):
-    """The rules and the deployer of one target (``gcp``, ``aws``, ``local``)."""
-
-    cloud: str
-    """The declaration's ``cloud`` value this target answers to."""
-
-    @property
-    def storage_kinds(self) -> frozenset[str]:
-        """Storage kinds a declaration may use on this target (cloud filesystems and the Kubernetes ones)."""
-        ...
-
-    def storage_problems(self, index: int, volume: StorageSpec) -> list[Problem]:
-        """What is wrong with ``storage[index]`` on this target: tier, capacity, size steps."""
-        ...
-
-    def declaration_problems(self, declaration: ClusterDeclaration) -> list[Problem]:
-        """Checks only this target has (region, zone, its settings block, options it cannot honour)."""
-        ...
-
-    def deploy(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None) -> CloudComponent:
-        """Create the target's component for ``plan`` (imports the cloud SDK only now)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -68,6 +39,11 @@ class StorageRules:
     # Keyed by kind, or by ``kind/TIER`` where a tier has its own limits.
     limits: Mapping[str, StorageLimits] = field(default_factory=dict)
     default_tiers: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def offered(self) -> tuple[str, ...]:
+        """The kinds in the order messages list them: the target's filesystems, then the Kubernetes ones."""
+        return (*sorted(self.kinds - KUBERNETES_STORAGE), *sorted(self.kinds & KUBERNETES_STORAGE, reverse=True))
 
     def problems(self, index: int, volume: StorageSpec) -> list[Problem]:
         """Tier and capacity problems of ``storage[index]``."""

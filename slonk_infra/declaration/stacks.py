@@ -98,7 +98,7 @@ def load_stack_config(stack: str, stacks_dir: Path | None = None) -> dict[str, A
 
 
 def load_declaration(stack: str, stacks_dir: Path | None = None) -> dict[str, Any]:
-    """The raw cluster declaration of a stack (validated later by :func:`slonk_infra.plan.build_plan`)."""
+    """The raw cluster declaration of a stack (validated later by :func:`slonk_infra.clouds.build_plan`)."""
     config = load_stack_config(stack, stacks_dir)
     if CONFIG_KEY not in config:
         path = stack_file(stack, stacks_dir)

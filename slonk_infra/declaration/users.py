@@ -38,7 +38,6 @@ DN = re.compile(r"^[A-Za-z][A-Za-z0-9-]*=[^,]+(,\s*[A-Za-z][A-Za-z0-9-]*=[^,]+)*
 MIN_ID = 1000  # below: system accounts (the image's munge 400, slurm 401, slurmrestd 402)
 MAX_ID = 2**31 - 2
 NOBODY_ID = 65534
-SHELLS = ("/bin/bash", "/bin/sh")
 
 
 class _Model(BaseModel):

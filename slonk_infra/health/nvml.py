@@ -17,6 +17,7 @@ Recording format (``slonk-health-nvml/1``)::
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,6 @@ FORMAT = "slonk-health-nvml/1"
 
 # NVML return codes (nvml.h); mirrored so replaying needs no NVML library.
 NOT_SUPPORTED = 3
-NO_PERMISSION = 4
 DRIVER_NOT_LOADED = 9
 TIMEOUT = 10
 LIBRARY_NOT_FOUND = 12
@@ -185,6 +185,40 @@ def _processes(nv: Any, handle: Any) -> list[list[int | None]]:
     return [[int(p.pid), None if p.usedGpuMemory is None else int(p.usedGpuMemory)] for p in found]
 
 
+def _wait_events(nv: Any, handle: Callable[[int], Any], masks: dict[int, int], timeout_ms: int) -> list[list[int]]:
+    """Register ``masks`` (GPU index -> event bits) on one event set and collect events for ``timeout_ms``.
+
+    Raises NOT_SUPPORTED when no GPU accepts a registration (some virtual machines offer no events).
+    """
+    event_set = nv.nvmlEventSetCreate()
+    try:
+        registered = 0
+        for index, mask in masks.items():
+            if not mask:
+                continue
+            try:
+                nv.nvmlDeviceRegisterEvents(handle(index), mask, event_set)
+                registered += 1
+            except nv.NVMLError as exc:
+                if exc.value != NOT_SUPPORTED:
+                    raise
+        if not registered:
+            raise nv.NVMLError(NOT_SUPPORTED)
+        events: list[list[int]] = []
+        deadline = time.monotonic() + timeout_ms / 1000
+        while (left_ms := int((deadline - time.monotonic()) * 1000)) > 0:
+            try:
+                data = nv.nvmlEventSetWait(event_set, left_ms)
+            except nv.NVMLError as exc:
+                if exc.value == TIMEOUT:
+                    break
+                raise
+            events.append([int(nv.nvmlDeviceGetIndex(data.device)), int(data.eventType), int(data.eventData)])
+        return events
+    finally:
+        nv.nvmlEventSetFree(event_set)
+
+
 def _device_call(call: str, i: int) -> Fetch:
     """A read of ``pynvml.<call>(handle)`` returning an int."""
 
@@ -287,7 +321,5 @@ class Nvml:
 
     def wait_events(self, masks: dict[int, int], timeout_ms: int) -> list[GpuEvent]:
         """Listen ``timeout_ms`` for events of the given types per GPU; NVML delivers only new events."""
-        from slonk_infra.health.nvml_live import wait_events  # the live half needs pynvml's structures
-
-        rows = self._read(None, "events", lambda nv, h: wait_events(nv, h, masks, timeout_ms))
+        rows = self._read(None, "events", lambda nv, h: _wait_events(nv, h, masks, timeout_ms))
         return [GpuEvent(int(d), int(t), int(x)) for d, t, x in rows]

@@ -27,20 +27,6 @@ COMPONENT = vocab.LOGIN_COMPONENT
 SSH_PORT = 22
 # sshd starts as root to switch to each user; only the capabilities it needs for that.
 SSHD_CAPABILITIES = ("CHOWN", "SETUID", "SETGID", "SYS_CHROOT", "AUDIT_WRITE", "NET_BIND_SERVICE", "KILL")
-# Who may reach a cloud load balancer's SSH port when the declaration names nobody: private networks
-# (VPN, peered VPCs, interconnects), never the internet.
-PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
-
-
-def source_ranges(plan: ClusterPlan) -> list[str] | None:
-    """loadBalancerSourceRanges of the SSH Service: the declared ranges; on gcp/aws by default the
-    private ranges only; None (no restriction) for a ClusterIP Service or a local LoadBalancer."""
-    login = plan.declaration.login
-    if login.service_type != "LoadBalancer":
-        return None
-    if login.load_balancer_source_ranges is not None:
-        return list(login.load_balancer_source_ranges)
-    return list(PRIVATE_RANGES) if plan.declaration.cloud in ("gcp", "aws") else None
 
 
 def service(plan: ClusterPlan) -> Obj:
@@ -50,9 +36,9 @@ def service(plan: ClusterPlan) -> Obj:
         "selector": vocab.selector(COMPONENT),
         "ports": [{"name": "ssh", "port": SSH_PORT, "targetPort": SSH_PORT}],
     }
-    ranges = source_ranges(plan)
-    if ranges is not None:
-        spec["loadBalancerSourceRanges"] = ranges
+    # Resolved by the plan: the declared ranges, else the target's default.
+    if plan.login_source_ranges is not None:
+        spec["loadBalancerSourceRanges"] = list(plan.login_source_ranges)
     return {
         "apiVersion": "v1",
         "kind": "Service",

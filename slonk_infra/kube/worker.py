@@ -33,9 +33,6 @@ TPU_HOST_PORTS = (8471, 8431)
 WORKER_GRACE_SECONDS = 300
 # The preStop drain must end before the grace period does, leaving a minute to requeue and stop.
 DRAIN_SECONDS = WORKER_GRACE_SECONDS - 60
-TPU_SLICE_LABELS = (vocab.TPU_ACCELERATOR_LABEL, vocab.TPU_TOPOLOGY_LABEL)
-# Says on the pod when its machine's GPU NICs are not wired (NCCL then uses the primary NIC only).
-FABRIC_NOTE = "slonk.dev/fabric"
 
 
 def service(plan: ClusterPlan) -> Obj:
@@ -162,7 +159,7 @@ def statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs) -> Ob
     template_meta: Obj = {"labels": vocab.labels(COMPONENT, **group_label)}
     annotations = dict(fabric.annotations)
     if fabric.note:
-        annotations[FABRIC_NOTE] = fabric.note
+        annotations[vocab.FABRIC_NOTE] = fabric.note
     if annotations:
         template_meta["annotations"] = annotations
     return {

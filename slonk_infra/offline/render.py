@@ -157,7 +157,7 @@ def run_program(
     program: Callable[[], Any] | None = None,
 ) -> ProgramRun:
     """Run ``program`` (default: the real one) for ``stack`` with the stack file's ``config`` under mocks."""
-    from slonk_infra.plan import build_plan
+    from slonk_infra.clouds import build_plan
     from slonk_infra.program import main
 
     wire = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}

@@ -37,6 +37,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from slonk_infra import vocab
+
 DEFAULT_CONFIG_PATH = Path("/etc/slonk-ops/config.yaml")
 
 TERMINATION_TAINTS = (
@@ -158,7 +160,7 @@ class OperationsSpec(_Model):
         description="Other drain-reason prefixes the controller may take over (the health checker's).",
     )
     worker_selector: str = Field(
-        default="app.kubernetes.io/name=slurm,app.kubernetes.io/component=worker",
+        default=f"{vocab.NAME_LABEL}={vocab.APP},{vocab.COMPONENT}={vocab.WORKER_COMPONENT}",
         description="Label selector of the worker pods (one per Slurm node, named like it).",
     )
     node_selector: str = Field(default="", description="Label selector of the Kubernetes nodes to list ('' all).")

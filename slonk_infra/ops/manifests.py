@@ -19,21 +19,21 @@ from typing import Any
 
 import yaml
 
+from slonk_infra import vocab
 from slonk_infra.ops.config import OperationsSpec
 from slonk_infra.slurm import paths
 
 Obj = dict[str, Any]
 
 NAME = "slonk-ops"
-COMPONENT = "app.kubernetes.io/component"
 CONFIG_FILE = "/etc/slonk-ops/config.yaml"
 JWT_DIR = "/etc/slonk-ops/jwt"
-JWT_FILE = "jwt_hs256.key"
 RUN_AS = 65534  # nobody: the controller needs no identity inside the image
 
 
 def _labels() -> dict[str, str]:
-    return {"app.kubernetes.io/name": NAME, "app.kubernetes.io/part-of": "slonk-infra", COMPONENT: "operations"}
+    # The standard labels, with the controller's own name where the Slurm layer's objects say slurm.
+    return {vocab.NAME_LABEL: NAME, vocab.PART_OF_LABEL: vocab.PART_OF, vocab.COMPONENT: vocab.OPERATIONS_COMPONENT}
 
 
 def _meta(name: str, namespace: str | None) -> Obj:
@@ -45,14 +45,14 @@ def _meta(name: str, namespace: str | None) -> Obj:
 
 def default_slurmrestd_url(namespace: str) -> str:
     """The cluster's slurmrestd Service (slonk_infra.kube.manifests.rest_api)."""
-    return f"http://slurmrestd.{namespace}.svc:{paths.SLURMRESTD_PORT}"
+    return f"http://{vocab.RESTAPI}.{namespace}.svc:{paths.SLURMRESTD_PORT}"
 
 
 def controller_config(spec: OperationsSpec, namespace: str) -> str:
     """The config.yaml the controller reads: the spec with its defaults and the slurmrestd address filled in."""
     data = spec.model_dump(by_alias=True, mode="json")
     data["slurmrestdUrl"] = spec.slurmrestd_url or default_slurmrestd_url(namespace)
-    data["jwtKeyFile"] = f"{JWT_DIR}/{JWT_FILE}"
+    data["jwtKeyFile"] = f"{JWT_DIR}/{vocab.JWT_FILE}"
     return yaml.safe_dump(data, sort_keys=True)
 
 
@@ -116,7 +116,7 @@ def deployment(spec: OperationsSpec, namespace: str, image: str) -> Obj:
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "volumeMounts": [
-            {"name": "config", "mountPath": "/etc/slonk-ops/config.yaml", "subPath": "config.yaml", "readOnly": True},
+            {"name": "config", "mountPath": CONFIG_FILE, "subPath": "config.yaml", "readOnly": True},
             {"name": "jwt", "mountPath": JWT_DIR, "readOnly": True},
             {"name": "state", "mountPath": spec.state_dir},
             # slurm.conf, for the scontrol fallback on Slurm versions whose REST API cannot drain.
@@ -143,13 +143,13 @@ def deployment(spec: OperationsSpec, namespace: str, image: str) -> Obj:
                         {
                             "name": "jwt",
                             "secret": {
-                                "secretName": "slurm-jwt",
-                                "items": [{"key": JWT_FILE, "path": JWT_FILE}],
+                                "secretName": vocab.JWT_SECRET,
+                                "items": [{"key": vocab.JWT_FILE, "path": vocab.JWT_FILE}],
                                 "defaultMode": 0o440,
                             },
                         },
                         {"name": "state", "persistentVolumeClaim": {"claimName": f"{NAME}-state"}},
-                        {"name": "slurm-config", "configMap": {"name": "slurm-config"}},
+                        {"name": "slurm-config", "configMap": {"name": vocab.CONFIG_MAP}},
                         {"name": "tmp", "emptyDir": {"medium": "Memory", "sizeLimit": "16Mi"}},
                     ],
                 },

@@ -3,7 +3,7 @@
 The adapters (:mod:`slonk_infra.ops.slurm_rest`, :mod:`slonk_infra.ops.kube_api`) turn API answers
 into these records; everything between them and the actions is pure Python over them.
 
-Names the controller reads or writes on Kubernetes objects:
+Names the controller reads or writes on Kubernetes objects (spelled in :mod:`slonk_infra.vocab`):
 
 * ``slonk.dev/slurm-state`` / ``slonk.dev/slurm-reason`` on a worker pod: the Slurm node's state and
   reason while it is out of service (DRAIN or DOWN); absent while the node is usable. On the
@@ -26,15 +26,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-SLURM_STATE = "slonk.dev/slurm-state"
-SLURM_REASON = "slonk.dev/slurm-reason"
-CORDONED_BY = "slonk.dev/cordoned-by"
-CORDON_REASON = "slonk.dev/cordon-reason"
+from slonk_infra.vocab import CORDONED_BY, GROUP_LABEL
+
+# The value of CORDONED_BY on a node this controller cordoned.
 CORDONED_BY_US = "slonk"
-REPLACE_MACHINE = "slonk.dev/replace-machine"
-HEALTH = "slonk.dev/health"
-# The worker StatefulSet's pods carry their group (pool) in this label (slonk_infra.kube.manifests).
-POOL_LABEL = "slonk.dev/group"
 
 Action = Literal["none", "restart-pod", "replace-machine", "needs-person"]
 ACTIONS: tuple[Action, ...] = ("none", "restart-pod", "replace-machine", "needs-person")
@@ -151,7 +146,7 @@ class KubePod:
     @property
     def pool(self) -> str:
         """The worker group (pool) this pod belongs to."""
-        return self.labels.get(POOL_LABEL, "")
+        return self.labels.get(GROUP_LABEL, "")
 
 
 @dataclass(frozen=True)

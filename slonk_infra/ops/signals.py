@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 from slonk_infra.ops.config import SignalsSpec
-from slonk_infra.ops.model import HEALTH, KubeNode, KubePod, SlurmNode, Verdict, VerdictError, parse_verdict
+from slonk_infra.ops.model import KubeNode, KubePod, SlurmNode, Verdict, VerdictError, parse_verdict
+from slonk_infra.vocab import HEALTH
 
 
 def kube_signal(node: KubeNode | None, spec: SignalsSpec, now: float) -> str | None:

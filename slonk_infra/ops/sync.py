@@ -33,12 +33,7 @@ from typing import Literal
 from slonk_infra.ops import remediation as rem_mod
 from slonk_infra.ops.config import OperationsSpec
 from slonk_infra.ops.model import (
-    CORDON_REASON,
-    CORDONED_BY,
     CORDONED_BY_US,
-    REPLACE_MACHINE,
-    SLURM_REASON,
-    SLURM_STATE,
     KubeNode,
     KubePod,
     SlurmNode,
@@ -48,6 +43,7 @@ from slonk_infra.ops.model import (
 )
 from slonk_infra.ops.remediation import KeptOut, Remediation, RemediationState
 from slonk_infra.ops.signals import current_verdict, kube_signal
+from slonk_infra.vocab import CORDON_REASON, CORDONED_BY, REPLACE_MACHINE, SLURM_REASON, SLURM_STATE
 
 MAX_REASON = 200  # what fits on one line of sinfo -R
 MAX_ANNOTATION = 1024

@@ -9,7 +9,9 @@ with its field path. Nothing downstream re-derives a name, a count or a machine 
   DefMemPerCPU, the worker pod's requests);
 * :mod:`~slonk_infra.plan.model`: worker groups, partitions, the cluster plan;
 * :mod:`~slonk_infra.plan.resolve`: declaration + catalog -> plan;
-* :mod:`~slonk_infra.plan.checks`: the problems collected on the way.
+* :mod:`~slonk_infra.plan.checks`: the problems collected on the way;
+* :mod:`~slonk_infra.plan.target`: what the plan needs of a deployment target, which its caller passes in
+  (:func:`slonk_infra.clouds.build_plan` passes every registered target).
 """
 
 from slonk_infra.plan.capacity import (
@@ -25,13 +27,13 @@ from slonk_infra.plan.capacity import (
 )
 from slonk_infra.plan.checks import Problems
 from slonk_infra.plan.model import ClusterPlan, Partition, WorkerGroup
-from slonk_infra.plan.resolve import GPU_TAINT, TPU_TAINT, build_plan, default_partitions
-from slonk_infra.vocab import POOL_LABEL
+from slonk_infra.plan.resolve import GPU_TAINT, PRIVATE_RANGES, TPU_TAINT, build_plan, default_partitions
+from slonk_infra.plan.target import Target, Targets
 
 __all__ = [
     "GPU_TAINT",
     "MUNGED",
-    "POOL_LABEL",
+    "PRIVATE_RANGES",
     "TPU_TAINT",
     "ClusterPlan",
     "NodeBudget",
@@ -39,6 +41,8 @@ __all__ = [
     "Partition",
     "Problems",
     "Request",
+    "Target",
+    "Targets",
     "WorkerGroup",
     "build_plan",
     "def_mem_per_cpu",

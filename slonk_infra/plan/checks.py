@@ -9,18 +9,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from slonk_infra.catalog import load_catalog
 from slonk_infra.catalog.fabrics import gke_version_key
-from slonk_infra.catalog.slurm_versions import MIN_SUPPORTED, SlurmVersion, minimum_for
+from slonk_infra.catalog.slurm_versions import MIN_SUPPORTED, TOPOLOGY_BLOCK, TOPOLOGY_YAML, SlurmVersion
 from slonk_infra.declaration.errors import DeclarationError, Problem, choice
 from slonk_infra.declaration.model import ClusterDeclaration
 from slonk_infra.plan import naming
 from slonk_infra.plan.model import WorkerGroup
-
-if TYPE_CHECKING:
-    from slonk_infra.clouds.rules import CloudRules
+from slonk_infra.plan.target import Target
 
 
 class Problems:
@@ -84,22 +81,19 @@ def check_names(decl: ClusterDeclaration, groups: Sequence[WorkerGroup], problem
             )
 
 
-def check_storage(decl: ClusterDeclaration, problems: Problems) -> None:
+def check_storage(decl: ClusterDeclaration, target: Target, problems: Problems) -> None:
     """Volume kinds the target offers, unique names and mount paths, the target's tier and size rules,
-    a shared /home. The target's own rules come from its adapter (:mod:`slonk_infra.clouds.registry`)."""
-    from slonk_infra.clouds.rules import KUBERNETES_STORAGE  # here: the clouds package imports the plan
-
-    rules = _rules(decl)
-    offered = sorted(rules.storage_kinds - KUBERNETES_STORAGE) + sorted(KUBERNETES_STORAGE, reverse=True)
+    a shared /home."""
     names: set[str] = set()
     paths: set[str] = set()
     for i, vol in enumerate(decl.storage):
-        if vol.kind not in rules.storage_kinds:
+        if vol.kind not in target.storage_kinds:
             problems.add(
-                f"storage[{i}].kind", f"{vol.kind!r} is not available on {decl.cloud}; allowed: {', '.join(offered)}"
+                f"storage[{i}].kind",
+                f"{vol.kind!r} is not available on {decl.cloud}; allowed: {', '.join(target.storage_kinds)}",
             )
         else:
-            problems.items += rules.storage_problems(i, vol)
+            problems.items += target.storage_problems(i, vol)
         if vol.name in names:
             problems.add(f"storage[{i}].name", f"duplicate volume name {vol.name!r}")
         if vol.mount_path in paths:
@@ -110,26 +104,17 @@ def check_storage(decl: ClusterDeclaration, problems: Problems) -> None:
         problems.add("storage", "no volume mounts at /home; login and workers need a shared home")
 
 
-def check_cloud(decl: ClusterDeclaration, problems: Problems) -> None:
-    """What only the declared target checks: its settings block, region / zone, placement it cannot honour."""
-    problems.items += _rules(decl).declaration_problems(decl)
-
-
-def _rules(decl: ClusterDeclaration) -> CloudRules:
-    # Imported here: the clouds package imports the plan.
-    from slonk_infra.clouds.registry import rules_for
-
-    return rules_for(decl.cloud)
+def check_cloud(decl: ClusterDeclaration, target: Target, problems: Problems) -> None:
+    """What only the declared target checks: region / zone, cluster creation, placement it cannot honour."""
+    problems.items += target.declaration_problems(decl)
 
 
 def check_fabrics(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], problems: Problems) -> None:
     """A GPU pool's fabric (GPUDirect-TCPXO, GPUDirect-RDMA) needs a GKE version that has it (catalog ``fabrics.yaml``).
 
-    A version naming only a minor is checked on the minor; GKE then picks the patch from the
-    release channel, and the patch floor is in the catalog for the operator to check.
+    The catalog keeps the GKE version floors per machine (``min_gke``); a machine without one passes. A version naming only a minor is checked on the minor; GKE then picks the patch from
+    the release channel, and the patch floor is in the catalog for the operator to check.
     """
-    if decl.cloud != "gcp":
-        return
     catalog = load_catalog()
     version = decl.kubernetes.version
     for i, pool in enumerate(decl.pools):
@@ -168,13 +153,12 @@ def check_operations(decl: ClusterDeclaration, problems: Problems) -> None:
 
 def check_version(decl: ClusterDeclaration, version: SlurmVersion, problems: Problems) -> None:
     """The image's Slurm is supported and has what the chosen topology needs."""
-    minimum = SlurmVersion(*MIN_SUPPORTED)
-    if version < minimum:
-        problems.add("image.slurmVersion", f"{version} is older than the oldest supported release {minimum}")
-    needs = {"block": "topology/block", "yaml": "topology.yaml"}
+    if version < MIN_SUPPORTED:
+        problems.add("image.slurmVersion", f"{version} is older than the oldest supported release {MIN_SUPPORTED}")
+    needs = {"block": TOPOLOGY_BLOCK, "yaml": TOPOLOGY_YAML}
     topo = decl.slurm.topology
-    if topo in needs and not version.has(needs[topo]):
-        problems.add("slurm.topology", f"{topo!r} needs Slurm >= {minimum_for(needs[topo])}; the image has {version}")
+    if topo in needs and version < needs[topo]:
+        problems.add("slurm.topology", f"{topo!r} needs Slurm >= {needs[topo]}; the image has {version}")
 
 
 def check_partitions(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], problems: Problems) -> None:

@@ -151,6 +151,9 @@ class ClusterPlan:
     """Slurm partitions, declared or the default set."""
     slurm_version: SlurmVersion
     """The image's Slurm release."""
+    login_source_ranges: tuple[str, ...] | None
+    """loadBalancerSourceRanges of the login Service: the declared ranges, else the target's default
+    (private ranges where its load balancers could face the internet); None for no restriction."""
 
     @property
     def name(self) -> str:

@@ -15,7 +15,6 @@ import hostlist
 
 from slonk_infra.declaration.model import DNS_LABEL
 
-NAMESPACE_DEFAULT = "slurm"
 CONTROLLER = "slurmctld"
 LOGIN = "login"
 WORKERS_SERVICE = "slurm-workers"

@@ -1,8 +1,10 @@
 """Resolution: a validated declaration and the catalog into worker groups, partitions and a plan.
 
 :func:`build_plan` is the one gate: it validates the raw stack config (shape with pydantic, then
-everything :mod:`slonk_infra.plan.checks` collects) and returns a :class:`ClusterPlan`, or raises
-:class:`~slonk_infra.declaration.errors.DeclarationError` listing every problem with its field path.
+everything :mod:`slonk_infra.plan.checks` collects, with the declared target's own rules) and returns
+a :class:`ClusterPlan`, or raises :class:`~slonk_infra.declaration.errors.DeclarationError` listing
+every problem with its field path. The targets are passed in (:mod:`slonk_infra.plan.target`);
+:func:`slonk_infra.clouds.build_plan` passes every registered one.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from slonk_infra.catalog import Catalog, MachineType, load_catalog, tpu_vms
+from slonk_infra.catalog import CLOUDS, Catalog, MachineType, load_catalog, tpu_vms
 from slonk_infra.catalog.slurm_versions import SlurmVersion
-from slonk_infra.declaration.errors import DeclarationError, choice, from_validation_error
+from slonk_infra.declaration.errors import DeclarationError, Problem, choice, from_validation_error
 from slonk_infra.declaration.model import (
     CLOUD_TAGS,
     ClusterDeclaration,
@@ -27,10 +29,14 @@ from slonk_infra.declaration.model import (
 from slonk_infra.plan import checks, naming
 from slonk_infra.plan.checks import Problems
 from slonk_infra.plan.model import ClusterPlan, Partition, WorkerGroup
+from slonk_infra.plan.target import Target, Targets
 from slonk_infra.vocab import GPU_RESOURCE, TPU_RESOURCE
 
 GPU_TAINT = Taint(key=GPU_RESOURCE, value="present", effect="NoSchedule")
 TPU_TAINT = Taint(key=TPU_RESOURCE, value="present", effect="NoSchedule")
+# Who may reach a load balancer's SSH port when the declaration names nobody, on targets that
+# restrict it: private networks (VPN, peered VPCs, interconnects), never the internet.
+PRIVATE_RANGES = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
 
 
 def resolve_machine(
@@ -81,7 +87,7 @@ def resolve_machine(
         problems.add(f"{path}.accelerator.type", choice(acc.type, catalog.accelerator_types(), "GPU type"))
         return None
     if acc.type not in catalog.accelerator_types(cloud):
-        where = [c for c in ("gcp", "aws") if acc.type in catalog.accelerator_types(c)]
+        where = [c for c in CLOUDS if acc.type in catalog.accelerator_types(c)]
         problems.add(
             f"{path}.accelerator.type",
             f"{acc.type!r} is not offered on {cloud} (offered on: {', '.join(where)}); "
@@ -124,8 +130,9 @@ def tpu_groups(
 ) -> list[WorkerGroup]:
     """One worker group per slice of ``tpuSlices[i]`` (a multi-host slice is one group of its VMs)."""
     path = f"tpuSlices[{i}]"
-    if decl.cloud != "gcp":
-        problems.add(f"{path}", f"TPU slices are offered only on gcp, not on {decl.cloud}")
+    offered = tpu_clouds(catalog)
+    if decl.cloud not in offered:
+        problems.add(f"{path}", f"TPU slices are offered only on {', '.join(offered)}, not on {decl.cloud}")
         return []
     gen = catalog.tpus.get(spec.generation)
     if gen is None:
@@ -162,6 +169,12 @@ def tpu_groups(
         )
         for s in range(spec.slices)
     ]
+
+
+def tpu_clouds(catalog: Catalog) -> list[str]:
+    """The clouds whose machines host a TPU generation of the catalog."""
+    hosts = {catalog.machines[gen.machine].cloud for gen in catalog.tpus.values()}
+    return [c for c in CLOUDS if c in hosts]
 
 
 def declared_partition(spec: PartitionSpec, groups: list[WorkerGroup]) -> Partition:
@@ -202,12 +215,28 @@ def _unique(*items: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def build_plan(raw: Mapping[str, Any] | ClusterDeclaration, catalog: Catalog | None = None) -> ClusterPlan:
-    """Validate a declaration (raw stack config or model) and resolve it; raise on any problem."""
+def login_source_ranges(decl: ClusterDeclaration, target: Target) -> tuple[str, ...] | None:
+    """loadBalancerSourceRanges of the login Service: the declared ranges; else the private ranges on a
+    target that restricts its load balancers; None (no restriction) for a ClusterIP Service or elsewhere."""
+    login = decl.login
+    if login.service_type != "LoadBalancer":
+        return None
+    if login.load_balancer_source_ranges is not None:
+        return tuple(login.load_balancer_source_ranges)
+    return PRIVATE_RANGES if target.restrict_load_balancers else None
+
+
+def build_plan(
+    raw: Mapping[str, Any] | ClusterDeclaration, *, targets: Targets, catalog: Catalog | None = None
+) -> ClusterPlan:
+    """Validate a declaration (raw stack config or model) for one of ``targets`` and resolve it; raise on any problem."""
     try:
         decl = parse_declaration(raw)
     except ValidationError as err:
         raise DeclarationError(from_validation_error(err, tagged=CLOUD_TAGS)) from None
+    target = targets.get(decl.cloud)
+    if target is None:
+        raise DeclarationError([Problem("cloud", choice(decl.cloud, targets, "target"))])
     cat = catalog or load_catalog()
     problems = Problems()
     groups: list[WorkerGroup] = []
@@ -220,8 +249,8 @@ def build_plan(raw: Mapping[str, Any] | ClusterDeclaration, catalog: Catalog | N
     checks.check_some_workers(decl, problems)
     checks.check_features(decl, problems)
     checks.check_names(decl, groups, problems)
-    checks.check_storage(decl, problems)
-    checks.check_cloud(decl, problems)
+    checks.check_storage(decl, target, problems)
+    checks.check_cloud(decl, target, problems)
     checks.check_operations(decl, problems)
     checks.check_fabrics(decl, groups, problems)
     checks.check_tpu_env(decl, groups, problems)
@@ -229,4 +258,4 @@ def build_plan(raw: Mapping[str, Any] | ClusterDeclaration, catalog: Catalog | N
     checks.check_version(decl, version, problems)
     checks.check_partitions(decl, groups, problems)
     problems.raise_if_any()
-    return ClusterPlan(decl, tuple(groups), tuple(partitions(decl, groups)), version)
+    return ClusterPlan(decl, tuple(groups), tuple(partitions(decl, groups)), version, login_source_ranges(decl, target))

@@ -14,15 +14,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from slonk_infra.policy.common import MANAGED_CLUSTER_TYPES
 from slonk_infra.policy.props import describe, get, is_list, kind_of
-
-# A managed cluster in the stack: GKE or EKS (a local stack has neither, and uses its default class).
-MANAGED_CLUSTER_TYPES = (
-    "gcp:container/cluster:Cluster",
-    "gcp:container/nodePool:NodePool",
-    "aws:eks/cluster:Cluster",
-    "aws:eks/nodeGroup:NodeGroup",
-)
 
 
 def _claims(resource_type: str, props: Any) -> list[tuple[str, Any]]:
@@ -38,6 +31,7 @@ def _claims(resource_type: str, props: Any) -> list[tuple[str, Any]]:
 
 
 def _validate_claim_classes(args: StackValidationArgs, report: ReportViolation) -> None:
+    # Judged on managed clusters only (GKE, EKS); a local stack's claims use the cluster's default class.
     if not any(r.resource_type in MANAGED_CLUSTER_TYPES for r in args.resources):
         return
     for resource in args.resources:

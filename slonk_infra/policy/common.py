@@ -9,13 +9,24 @@ from typing import Any
 
 from pulumi_policy import PolicyResource, ResourceValidationArgs, StackValidationArgs
 
+from slonk_infra.clouds.registry import targets
 from slonk_infra.policy.props import get, is_list, is_slurm, items, kind_of, known, pod_spec, worker_group
 from slonk_infra.vocab import CONFIG_MAP as SLURM_CONFIG_MAP
 
 CONFIG_FILE_HINT = "policies/policy-config.json"
 STRING_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
 
-# Machine families by name: GKE GPU and TPU machine types, EKS GPU and Neuron instance types.
+# The clouds' own resource types, from every registered target's descriptor (slonk_infra.clouds):
+# a new target's clusters, filesystems and node pools are judged as soon as its descriptor names them.
+_POLICY_TYPES = [t.policy_types for t in targets().values()]
+MANAGED_CLUSTER_TYPES = frozenset(token for t in _POLICY_TYPES for token in t.managed_clusters)
+STATEFUL_CLOUD_TYPES = {token: what for t in _POLICY_TYPES for token, what in t.stateful.items()}
+ACCELERATOR_POOL_TYPES = {token: shape for t in _POLICY_TYPES for token, shape in t.accelerator_pools.items()}
+TPU_SLICE_POOL_TYPES = frozenset(token for t in _POLICY_TYPES for token in t.tpu_slice_pools)
+
+# Machine families by name: GKE GPU and TPU machine types, EKS GPU and Neuron instance types. The
+# pack keeps its own families rather than reading the catalog: it also judges node pools the
+# library did not create, whose machines the catalog need not list.
 GKE_GPU_MACHINE_RE = re.compile(r"^(a2|a3|a4|a4x|g2|g4)-")
 GKE_TPU_MACHINE_RE = re.compile(r"^(ct\d+[a-z]*|tpu\d+[a-z]*)-")
 EKS_GPU_INSTANCE_RE = re.compile(r"^(p\d+[a-z]*|g\d+[a-z]*)\.")

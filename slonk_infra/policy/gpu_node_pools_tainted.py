@@ -3,6 +3,7 @@ NoSchedule taint of their accelerator, so only workloads that tolerate it land t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pulumi_policy import (
@@ -14,6 +15,7 @@ from pulumi_policy import (
 )
 
 from slonk_infra.policy.common import (
+    ACCELERATOR_POOL_TYPES,
     EKS_GPU_INSTANCE_RE,
     EKS_NEURON_INSTANCE_RE,
     GKE_GPU_MACHINE_RE,
@@ -29,6 +31,9 @@ from slonk_infra.policy.props import (
 from slonk_infra.vocab import GPU_RESOURCE, TPU_RESOURCE
 
 NEURON_RESOURCE = "aws.amazon.com/neuron"
+
+TaintCheck = tuple[str, str | None, set[str]]
+"""(field holding the taints, the accelerator resource whose taint is needed or None, taint keys present)."""
 
 
 def _no_schedule(effect: Any) -> bool:
@@ -52,31 +57,51 @@ def _gke_needed_taint(node_config: Any, placement: Any) -> str | None:
     return None
 
 
+def _gke_node_pool(props: Any) -> list[TaintCheck]:
+    config = get(props, "nodeConfig")
+    needed = _gke_needed_taint(config, get(props, "placementPolicy"))
+    return [("nodeConfig.taints", needed, _taint_keys(get(config, "taints")))]
+
+
+def _gke_cluster(props: Any) -> list[TaintCheck]:
+    checks: list[TaintCheck] = []
+    config = get(props, "nodeConfig")
+    if config is not None:
+        checks.append(("nodeConfig.taints", _gke_needed_taint(config, None), _taint_keys(get(config, "taints"))))
+    for i, pool in enumerate(get(props, "nodePools", default=[])):
+        pool_config = get(pool, "nodeConfig")
+        needed = _gke_needed_taint(pool_config, get(pool, "placementPolicy"))
+        checks.append((f"nodePools[{i}].nodeConfig.taints", needed, _taint_keys(get(pool_config, "taints"))))
+    return checks
+
+
+def _eks_node_group(props: Any) -> list[TaintCheck]:
+    instances = strings(get(props, "instanceTypes"))
+    ami = str(get(props, "amiType", default="")).upper()
+    needed = None
+    if "NEURON" in ami or any(EKS_NEURON_INSTANCE_RE.match(i) for i in instances):
+        needed = NEURON_RESOURCE
+    elif "NVIDIA" in ami or "GPU" in ami or any(EKS_GPU_INSTANCE_RE.match(i) for i in instances):
+        needed = GPU_RESOURCE
+    return [("taints", needed, _taint_keys(get(props, "taints")))]
+
+
+# How each node pool shape a target's descriptor names (PolicyTypes.accelerator_pools) is read.
+READERS: dict[str, Callable[[Any], list[TaintCheck]]] = {
+    "gke-node-pool": _gke_node_pool,
+    "gke-cluster": _gke_cluster,
+    "eks-node-group": _eks_node_group,
+}
+# Resource type -> reader; a descriptor naming a shape without a reader fails here, on import.
+ACCELERATOR_POOLS = {token: READERS[shape] for token, shape in ACCELERATOR_POOL_TYPES.items()}
+
+
 def _validate_tainted(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    read = ACCELERATOR_POOLS.get(args.resource_type)
+    if read is None:
+        return
     where = describe(args.resource_type, args.props, args.name)
-    checks: list[tuple[str, str | None, set[str]]] = []
-    if args.resource_type == "gcp:container/nodePool:NodePool":
-        config = get(args.props, "nodeConfig")
-        needed = _gke_needed_taint(config, get(args.props, "placementPolicy"))
-        checks.append(("nodeConfig.taints", needed, _taint_keys(get(config, "taints"))))
-    elif args.resource_type == "gcp:container/cluster:Cluster":
-        config = get(args.props, "nodeConfig")
-        if config is not None:
-            checks.append(("nodeConfig.taints", _gke_needed_taint(config, None), _taint_keys(get(config, "taints"))))
-        for i, pool in enumerate(get(args.props, "nodePools", default=[])):
-            pool_config = get(pool, "nodeConfig")
-            needed = _gke_needed_taint(pool_config, get(pool, "placementPolicy"))
-            checks.append((f"nodePools[{i}].nodeConfig.taints", needed, _taint_keys(get(pool_config, "taints"))))
-    elif args.resource_type == "aws:eks/nodeGroup:NodeGroup":
-        instances = strings(get(args.props, "instanceTypes"))
-        ami = str(get(args.props, "amiType", default="")).upper()
-        needed = None
-        if "NEURON" in ami or any(EKS_NEURON_INSTANCE_RE.match(i) for i in instances):
-            needed = NEURON_RESOURCE
-        elif "NVIDIA" in ami or "GPU" in ami or any(EKS_GPU_INSTANCE_RE.match(i) for i in instances):
-            needed = GPU_RESOURCE
-        checks.append(("taints", needed, _taint_keys(get(args.props, "taints"))))
-    for field, needed, present in checks:
+    for field, needed, present in read(args.props):
         if needed and needed not in present:
             report(
                 f"{where}: accelerator nodes without the {needed} NoSchedule taint in {field} "

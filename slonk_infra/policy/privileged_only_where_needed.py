@@ -73,7 +73,7 @@ privileged_only_where_needed = ResourceValidationPolicy(
             "allowedContainers": {
                 **STRING_LIST,
                 "default": ALLOWED_PRIVILEGED,
-                "description": "component/container pairs (app.kubernetes.io/component label) allowed privileged.",
+                "description": f"component/container pairs ({COMPONENT_LABEL} label) allowed privileged.",
             }
         }
     ),

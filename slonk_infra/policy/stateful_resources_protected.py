@@ -14,6 +14,7 @@ from pulumi_policy import (
 
 from slonk_infra import vocab
 from slonk_infra.policy.common import (
+    STATEFUL_CLOUD_TYPES,
     STRING_LIST,
     setting,
     strings,
@@ -26,14 +27,6 @@ from slonk_infra.policy.props import (
 )
 
 PROTECTED_CLAIMS = [vocab.CONTROLLER_STATE_CLAIM]
-
-
-STATEFUL_CLOUD_TYPES = {
-    "gcp:filestore/instance:Instance": "Filestore instance",
-    "aws:efs/fileSystem:FileSystem": "EFS file system",
-    "aws:fsx/lustreFileSystem:LustreFileSystem": "FSx for Lustre file system",
-    "aws:fsx/openZfsFileSystem:OpenZfsFileSystem": "FSx for OpenZFS file system",
-}
 SHARED_ACCESS_MODES = {"ReadWriteMany", "ReadOnlyMany"}
 
 

@@ -15,6 +15,7 @@ from pulumi_policy import (
 
 from slonk_infra.policy.common import (
     GKE_TPU_MACHINE_RE,
+    TPU_SLICE_POOL_TYPES,
     node_selector,
     slurm_workers,
 )
@@ -37,7 +38,7 @@ def _validate_tpu_shape(args: StackValidationArgs, report: ReportViolation) -> N
     resources = list(args.resources)
     workloads = list(slurm_workers(resources))
     matched: set[str] = set()
-    for pool in (r for r in resources if r.resource_type == "gcp:container/nodePool:NodePool"):
+    for pool in (r for r in resources if r.resource_type in TPU_SLICE_POOL_TYPES):
         config = get(pool.props, "nodeConfig")
         machine = str(get(config, "machineType", default=""))
         topology = get(pool.props, "placementPolicy", "tpuTopology")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slonk_infra.catalog.slurm_versions import SlurmVersion
+from slonk_infra.catalog.slurm_versions import NO_ADDR_CACHE_REMOVED
 from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu, naming
 from slonk_infra.slurm import paths
 from slonk_infra.slurm.lines import header, kv_line
@@ -15,10 +15,6 @@ INITIAL_NODE_STATE = "FUTURE"
 # Seconds between slonk-health runs on each node; CYCLE spreads the runs over the interval so a
 # large cluster does not check every node (and publish every verdict) in the same second.
 HEALTH_CHECK_INTERVAL = 300
-
-# Slurm 23.11 removed CommunicationParameters=NoAddrCache; slurmctld logs an error ("defunct, please
-# remove it") when it is still set.
-ADDR_CACHE_OPTION_REMOVED = SlurmVersion(23, 11)
 
 # Timeouts for nodes that come and go with pods: a pod replaced by Kubernetes gets its slurmd back
 # within a minute or two, so slurmctld waits that long before declaring it dead, and a returning
@@ -115,7 +111,7 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("SlurmctldParameters", "enable_configless"),
         # Pods come back on new IPs. Before 23.11 every daemon caches a node's address unless told not
         # to; 23.11 removed the option (slurmd.sh sets NodeAddr itself on every version).
-        ("CommunicationParameters", "NoAddrCache" if plan.slurm_version < ADDR_CACHE_OPTION_REMOVED else None),
+        ("CommunicationParameters", "NoAddrCache" if plan.slurm_version < NO_ADDR_CACHE_REMOVED else None),
         ("StateSaveLocation", paths.STATE_DIR),
         ("SlurmdSpoolDir", paths.SLURMD_SPOOL),
         ("SlurmctldPidFile", "/run/slurm/slurmctld.pid"),

@@ -1,11 +1,12 @@
 """Where the Slurm files and daemons' state live inside the pods (the image and manifests agree on these)."""
 
+from slonk_infra.vocab import JWT_FILE
+
 CONF_DIR = "/etc/slurm"
 SCRIPTS_DIR = "/opt/slonk/scripts"
 STATE_DIR = "/var/spool/slurmctld"
 SLURMD_SPOOL = "/var/spool/slurmd"
-JWT_KEY = "/etc/slurm/jwt/jwt_hs256.key"  # projected into /etc/slurm on the controller
-MUNGE_KEY = "/etc/munge/munge.key"
+JWT_KEY = f"{CONF_DIR}/jwt/{JWT_FILE}"  # projected into /etc/slurm on the controller
 # Written by slurmd.sh on a worker, read by the TaskProlog: the node's fabric / TPU variables for tasks.
 TASK_ENV_FILE = "/run/slurm/task-env"
 # The declared users (passwd, group, shadow, sudoers, authorized_keys/<name>), from the slurm-users

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import KubeInputs, build_manifests
-from slonk_infra.plan import ClusterPlan, build_plan
+from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
 from slonk_infra.vocab import COMPONENT, NFS_COMPONENT, RESTAPI_COMPONENT
 from tests.e2e.kube import Obj, Objects

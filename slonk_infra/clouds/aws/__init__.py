@@ -25,10 +25,9 @@ if TYPE_CHECKING:
         AwsWorkerGroupArgs,
         capacity_type,
         efa_interfaces,
-        launch_template_violations,
     )
 
-# Imported on first use, so the rules module can be read without loading the cloud SDK.
+# Imported on first use, so the descriptor can be read without loading the cloud SDK.
 _WHERE = {
     "EFA_PLUGIN_CHART": "slonk_infra.clouds.aws.addons",
     "FSX_DEFAULT_DEPLOYMENT": "slonk_infra.clouds.aws.storage",
@@ -43,7 +42,6 @@ _WHERE = {
     "capacity_type": "slonk_infra.clouds.aws.worker_group",
     "efa_interfaces": "slonk_infra.clouds.aws.worker_group",
     "fsx_storage_capacity": "slonk_infra.clouds.aws.storage",
-    "launch_template_violations": "slonk_infra.clouds.aws.worker_group",
 }
 
 __all__ = [
@@ -60,7 +58,6 @@ __all__ = [
     "capacity_type",
     "efa_interfaces",
     "fsx_storage_capacity",
-    "launch_template_violations",
 ]
 
 

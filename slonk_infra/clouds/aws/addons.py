@@ -16,6 +16,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from slonk_infra import vocab
 from slonk_infra.catalog import load_catalog
 from slonk_infra.clouds.common import CloudComponent
 from slonk_infra.plan import WorkerGroup
@@ -92,7 +93,7 @@ def block_storage_class(
         raise ValueError("catalog storage.yaml block_classes.aws needs name, provisioner and disk_type")
     return k8s.storage.v1.StorageClass(
         owner.child_name("storageclass", spec.name),
-        metadata=k8s.meta.v1.ObjectMetaArgs(name=spec.name, labels={"app.kubernetes.io/part-of": "slonk-infra"}),
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=spec.name, labels={vocab.PART_OF_LABEL: vocab.PART_OF}),
         provisioner=spec.provisioner,
         parameters={"type": spec.disk_type, "encrypted": "true"},
         reclaim_policy="Retain",

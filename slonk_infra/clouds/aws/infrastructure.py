@@ -48,7 +48,7 @@ from slonk_infra.clouds.common import (
     exec_kubeconfig,
     existing_cluster_provider,
 )
-from slonk_infra.declaration.model import AwsSpec
+from slonk_infra.declaration.model import AwsClusterDeclaration, AwsSpec
 from slonk_infra.plan import ClusterPlan
 
 TOKEN = tokens.AWS_INFRASTRUCTURE
@@ -95,17 +95,16 @@ class AwsInfrastructure(CloudComponent):
     def __init__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, opts)
         decl = plan.declaration
-        if decl.cloud != "aws" or decl.aws is None or decl.region is None:
-            raise ValueError(
-                f"AwsInfrastructure needs an aws declaration with region and aws settings, got {decl.cloud}"
-            )
+        # build_plan made the declaration an AwsClusterDeclaration, and the aws target's rules require a
+        # region; a plan for another target fails here.
+        assert isinstance(decl, AwsClusterDeclaration) and decl.region, f"not an aws plan: {decl.cloud}"
         self.plan = plan
         self.aws: AwsSpec = decl.aws
         self.region: str = decl.region
         self.subnets: list[str] = list(self.aws.subnet_ids)
         self.gpu_groups = [g for g in plan.groups if g.kind == "gpu"]
         self.efa_groups = [g for g in self.gpu_groups if efa_interfaces(g) > 0]
-        storage = cloud_storage(plan, ("efs", "fsx-lustre"))
+        storage = cloud_storage(plan)
 
         node_role_arn, node_role_deps = self._node_role()
         self.cluster: aws.eks.Cluster | None = None

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     )
     from slonk_infra.clouds.gcp.worker_group import GcpWorkerGroup, GcpWorkerGroupArgs
 
-# Imported on first use, so the rules module can be read without loading the cloud SDK.
+# Imported on first use, so the descriptor can be read without loading the cloud SDK.
 _WHERE = {
     "FILESTORE_DEFAULT_TIER": "slonk_infra.clouds.gcp.storage",
     "TOKEN": "slonk_infra.clouds.gcp.infrastructure",

@@ -31,7 +31,7 @@ from slonk_infra.clouds.common import (
 )
 from slonk_infra.clouds.gcp.storage import GcpSharedStorage, GcpSharedStorageArgs, field_of
 from slonk_infra.clouds.gcp.worker_group import CLOUD_PLATFORM_SCOPE, GcpWorkerGroup, GcpWorkerGroupArgs
-from slonk_infra.declaration.model import GcpSpec
+from slonk_infra.declaration.model import GcpClusterDeclaration, GcpSpec
 from slonk_infra.plan import ClusterPlan, WorkerGroup
 
 TOKEN = tokens.GCP_INFRASTRUCTURE
@@ -68,14 +68,13 @@ class GcpInfrastructure(CloudComponent):
     def __init__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, opts)
         decl = plan.declaration
-        if decl.cloud != "gcp" or decl.gcp is None or decl.region is None:
-            raise ValueError(
-                f"GcpInfrastructure needs a gcp declaration with region and gcp settings, got {decl.cloud}"
-            )
+        # build_plan made the declaration a GcpClusterDeclaration, and the gcp target's rules require
+        # region and zone; a plan for another target fails here.
+        assert isinstance(decl, GcpClusterDeclaration) and decl.region and decl.zone, f"not a gcp plan: {decl.cloud}"
         self.plan = plan
         self.gcp: GcpSpec = decl.gcp
         self.region: str = decl.region
-        self.zone = decl.zone
+        self.zone: str = decl.zone
         self.catalog = load_catalog()
 
         self.cluster: gcp.container.Cluster | None = None
@@ -132,7 +131,7 @@ class GcpInfrastructure(CloudComponent):
                 ),
                 self.child_opts(),
             )
-            for vol in cloud_storage(plan, ("filestore",))
+            for vol in cloud_storage(plan)
         }
         self.filestores: dict[str, gcp.filestore.Instance] = {n: c.instance for n, c in self.storage.items()}
         volumes = {n: c.source for n, c in self.storage.items()}
@@ -230,8 +229,6 @@ class GcpInfrastructure(CloudComponent):
 
     # -- node pools ------------------------------------------------------------------------------
     def _pool_zone(self) -> list[str]:
-        if self.zone is None:
-            raise ValueError("node pools need the declaration's zone (GPU and TPU capacity is zonal)")
         return [self.zone]
 
     def _needs_workload_policy(self, group: WorkerGroup) -> bool:

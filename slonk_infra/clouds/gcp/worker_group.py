@@ -13,8 +13,10 @@ from slonk_infra import tokens
 from slonk_infra.clouds.common import cloud_effect
 from slonk_infra.plan import WorkerGroup, naming
 
-# TPU generations whose VMs boot only from Hyperdisk (GKE's default boot disk is pd-balanced).
-HYPERDISK_ONLY_TPUS = frozenset({"tpu7x"})
+# Boot disk of a machine the catalog marks hyperdisk_only: GKE's default, pd-balanced, cannot attach
+# to it (catalog storage.yaml quotes GKE: "For A3 Ultra node pools, you must set the disk type to
+# hyperdisk-balanced").
+HYPERDISK_BOOT_DISK = "hyperdisk-balanced"
 GPU_LABEL_KEY = "cloud.google.com/gke-accelerator"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -129,7 +131,7 @@ class GcpWorkerGroup(pulumi.ComponentResource):
             gvnic=gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True) if group.kind != "tpu" else None,
             spot=group.spot,
             reservation_affinity=reservation,
-            disk_type="hyperdisk-balanced" if group.tpu_generation in HYPERDISK_ONLY_TPUS else None,
+            disk_type=HYPERDISK_BOOT_DISK if machine.hyperdisk_only else None,
             workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
             service_account=self._args.service_account,
             oauth_scopes=[CLOUD_PLATFORM_SCOPE],

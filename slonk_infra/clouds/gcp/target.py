@@ -1,4 +1,4 @@
-"""GCP's rules for a declaration: Filestore tiers and sizes, and what a GKE deployment needs declared.
+"""The ``gcp`` target: Filestore tiers and sizes, what a GKE deployment needs declared, and its defaults.
 
 Filestore sizes are checked per tier against the bands in the catalog (``data/storage.yaml``, from
 Filestore's service-tier table): each tier has its own minimum, maximum and step.
@@ -10,14 +10,11 @@ from typing import TYPE_CHECKING
 
 from slonk_infra.catalog import load_catalog
 from slonk_infra.clouds.rules import KUBERNETES_STORAGE, StorageRules, dropped_placement
+from slonk_infra.clouds.target import CloudTarget, PolicyTypes
 from slonk_infra.declaration.errors import Problem
 
 if TYPE_CHECKING:
-    import pulumi
-
-    from slonk_infra.clouds.common import CloudComponent
     from slonk_infra.declaration.model import ClusterDeclaration, StorageSpec
-    from slonk_infra.plan import ClusterPlan
 
 STORAGE = StorageRules(
     kinds=frozenset({"filestore"}) | KUBERNETES_STORAGE,
@@ -42,6 +39,8 @@ DROPPED_PLACEMENT = {
         "reservation was not created with (give the reservation a compact placement policy instead)"
     ),
 }
+CLUSTER = "gcp:container/cluster:Cluster"
+NODE_POOL = "gcp:container/nodePool:NodePool"
 
 
 def filestore_problems(index: int, volume: StorageSpec) -> list[Problem]:
@@ -63,40 +62,35 @@ def filestore_problems(index: int, volume: StorageSpec) -> list[Problem]:
     ]
 
 
-class GcpRules:
-    """Rules and deployer of ``cloud: gcp``."""
-
-    cloud = "gcp"
-
-    @property
-    def storage_kinds(self) -> frozenset[str]:
-        """Filestore plus the Kubernetes-provisioned kinds."""
-        return STORAGE.kinds
-
-    def storage_problems(self, index: int, volume: StorageSpec) -> list[Problem]:
-        """Filestore tier names, then the tier's capacity bands."""
-        return STORAGE.problems(index, volume) or filestore_problems(index, volume)
-
-    def declaration_problems(self, declaration: ClusterDeclaration) -> list[Problem]:
-        """Region, the gcp block, and a zone wherever there is GPU or TPU capacity."""
-        d = declaration
-        out: list[Problem] = []
-        if not d.region:
-            out.append(Problem("region", "required on gcp"))
-        if d.gcp is None:
-            out.append(Problem("gcp", "required when cloud is gcp (at least project)"))
-        if d.aws is not None:
-            out.append(Problem("aws", "given but cloud is gcp"))
-        if not d.zone and (d.pools or d.tpu_slices):
-            out.append(Problem("zone", "required on gcp: GPU and TPU capacity is zonal"))
-        out += dropped_placement(d, DROPPED_PLACEMENT)
-        return out
-
-    def deploy(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None) -> CloudComponent:
-        """A :class:`~slonk_infra.clouds.gcp.GcpInfrastructure`."""
-        from slonk_infra.clouds.gcp.infrastructure import GcpInfrastructure
-
-        return GcpInfrastructure(name, plan, opts)
+def storage_problems(index: int, volume: StorageSpec) -> list[Problem]:
+    """Filestore tier names, then the tier's capacity bands."""
+    return STORAGE.problems(index, volume) or filestore_problems(index, volume)
 
 
-RULES = GcpRules()
+def declaration_problems(declaration: ClusterDeclaration) -> list[Problem]:
+    """Region, and a zone wherever there is GPU or TPU capacity (the tagged declaration requires the ``gcp`` block)."""
+    d = declaration
+    out: list[Problem] = []
+    if not d.region:
+        out.append(Problem("region", "required on gcp"))
+    if not d.zone and (d.pools or d.tpu_slices):
+        out.append(Problem("zone", "required on gcp: GPU and TPU capacity is zonal"))
+    out += dropped_placement(d, DROPPED_PLACEMENT)
+    return out
+
+
+TARGET = CloudTarget(
+    cloud="gcp",
+    deployer="slonk_infra.clouds.gcp.infrastructure:GcpInfrastructure",
+    storage_kinds=STORAGE.offered,
+    storage_problems=storage_problems,
+    declaration_problems=declaration_problems,
+    # A cloud load balancer may be given a public address: SSH stays private unless ranges are declared.
+    restrict_load_balancers=True,
+    policy_types=PolicyTypes(
+        managed_clusters=(CLUSTER, NODE_POOL),
+        stateful={"gcp:filestore/instance:Instance": "Filestore instance"},
+        accelerator_pools={NODE_POOL: "gke-node-pool", CLUSTER: "gke-cluster"},
+        tpu_slice_pools=(NODE_POOL,),
+    ),
+)

@@ -11,7 +11,7 @@ import pulumi
 
 from slonk_infra import tokens
 from slonk_infra.binding import CloudResult
-from slonk_infra.clouds.common import CloudComponent, cloud_storage, existing_cluster_provider
+from slonk_infra.clouds.common import CloudComponent, existing_cluster_provider
 from slonk_infra.plan import ClusterPlan
 
 TOKEN = tokens.LOCAL_INFRASTRUCTURE
@@ -25,10 +25,6 @@ class LocalInfrastructure(CloudComponent):
     def __init__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, opts)
         decl = plan.declaration
-        if decl.kubernetes.create:
-            raise ValueError("a local stack uses an existing cluster; set kubernetes.create to false")
-        # Raises for a cloud filesystem kind; the NFS kinds are skipped.
-        cloud_storage(plan, ())
         provider = existing_cluster_provider(self.child_name("k8s"), decl.kubernetes, self.child_opts())
         self.result = CloudResult(provider=provider, volumes={}, pin_to_pools=False, topology_labels=(), node_pools={})
         self.register_outputs({"context": decl.kubernetes.context or ""})

@@ -1,4 +1,4 @@
-"""AWS's rules for a declaration: EFS and FSx for Lustre, and what an EKS deployment needs declared.
+"""The ``aws`` target: EFS and FSx for Lustre, what an EKS deployment needs declared, and its defaults.
 
 FSx for Lustre sizes are checked against the deployment type's accepted capacities in the catalog
 (``data/storage.yaml``): a size FSx would not accept is refused with the nearest one it would,
@@ -11,14 +11,11 @@ from typing import TYPE_CHECKING
 
 from slonk_infra.catalog import load_catalog
 from slonk_infra.clouds.rules import KUBERNETES_STORAGE, StorageRules, dropped_placement
+from slonk_infra.clouds.target import CloudTarget, PolicyTypes
 from slonk_infra.declaration.errors import Problem
 
 if TYPE_CHECKING:
-    import pulumi
-
-    from slonk_infra.clouds.common import CloudComponent
     from slonk_infra.declaration.model import ClusterDeclaration, StorageSpec
-    from slonk_infra.plan import ClusterPlan
 
 STORAGE = StorageRules(
     kinds=frozenset({"efs", "fsx-lustre"}) | KUBERNETES_STORAGE,
@@ -33,6 +30,7 @@ DROPPED_PLACEMENT = {
     ),
     "cpu": "CPU node groups get no launch template, so no cluster placement group",
 }
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 
 
 def fsx_problems(index: int, volume: StorageSpec) -> list[Problem]:
@@ -53,38 +51,36 @@ def fsx_problems(index: int, volume: StorageSpec) -> list[Problem]:
     ]
 
 
-class AwsRules:
-    """Rules and deployer of ``cloud: aws``."""
-
-    cloud = "aws"
-
-    @property
-    def storage_kinds(self) -> frozenset[str]:
-        """EFS, FSx for Lustre, plus the Kubernetes-provisioned kinds."""
-        return STORAGE.kinds
-
-    def storage_problems(self, index: int, volume: StorageSpec) -> list[Problem]:
-        """FSx deployment types, then the capacities the type accepts."""
-        return STORAGE.problems(index, volume) or fsx_problems(index, volume)
-
-    def declaration_problems(self, declaration: ClusterDeclaration) -> list[Problem]:
-        """Region and the aws block."""
-        d = declaration
-        out: list[Problem] = []
-        if not d.region:
-            out.append(Problem("region", "required on aws"))
-        if d.aws is None:
-            out.append(Problem("aws", "required when cloud is aws (at least vpcId and subnetIds)"))
-        if d.gcp is not None:
-            out.append(Problem("gcp", "given but cloud is aws"))
-        out += dropped_placement(d, DROPPED_PLACEMENT)
-        return out
-
-    def deploy(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None) -> CloudComponent:
-        """An :class:`~slonk_infra.clouds.aws.AwsInfrastructure`."""
-        from slonk_infra.clouds.aws.infrastructure import AwsInfrastructure
-
-        return AwsInfrastructure(name, plan, opts)
+def storage_problems(index: int, volume: StorageSpec) -> list[Problem]:
+    """FSx deployment types, then the capacities the type accepts."""
+    return STORAGE.problems(index, volume) or fsx_problems(index, volume)
 
 
-RULES = AwsRules()
+def declaration_problems(declaration: ClusterDeclaration) -> list[Problem]:
+    """Region, and placement EKS cannot honour (the tagged declaration requires the ``aws`` block)."""
+    d = declaration
+    out: list[Problem] = []
+    if not d.region:
+        out.append(Problem("region", "required on aws"))
+    out += dropped_placement(d, DROPPED_PLACEMENT)
+    return out
+
+
+TARGET = CloudTarget(
+    cloud="aws",
+    deployer="slonk_infra.clouds.aws.infrastructure:AwsInfrastructure",
+    storage_kinds=STORAGE.offered,
+    storage_problems=storage_problems,
+    declaration_problems=declaration_problems,
+    # A cloud load balancer may be given a public address: SSH stays private unless ranges are declared.
+    restrict_load_balancers=True,
+    policy_types=PolicyTypes(
+        managed_clusters=("aws:eks/cluster:Cluster", NODE_GROUP),
+        stateful={
+            "aws:efs/fileSystem:FileSystem": "EFS file system",
+            "aws:fsx/lustreFileSystem:LustreFileSystem": "FSx for Lustre file system",
+            "aws:fsx/openZfsFileSystem:OpenZfsFileSystem": "FSx for OpenZFS file system",
+        },
+        accelerator_pools={NODE_GROUP: "eks-node-group"},
+    ),
+)
