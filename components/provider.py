@@ -2,17 +2,13 @@
 
 Pulumi's component provider for Python reads each hosted component's ``args`` annotation (a ``TypedDict``:
 :class:`slonk_infra.declaration.args.ClusterArgs`, generated from the pydantic declaration) and its
-``pulumi.Output`` attributes, and serves the package schema from them. The same analysis writes the
-checked-in ``schema.json``::
-
-    python components/provider.py            # rewrite components/schema.json
-    python components/provider.py --check    # exit 1 when schema.json is stale
+``pulumi.Output`` attributes, and serves the package schema from them. :func:`render` runs the same
+analysis for the checked-in ``schema.json``, which ``python tools/generate.py`` rewrites with the other
+generated files.
 """
 
 import importlib.metadata
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from pulumi import ComponentResource
@@ -22,8 +18,6 @@ from pulumi.provider.experimental.schema import generate_schema
 from slonk_infra import tokens
 from slonk_infra.cluster import Cluster
 
-HERE = Path(__file__).resolve().parent
-SCHEMA_FILE = HERE / "schema.json"
 PACKAGE = tokens.PACKAGE
 # Components whose args are TypedDicts. The lower-level pieces take plans and cloud results (Python
 # objects), so they stay Python-only; Cluster covers every cloud through its declaration.
@@ -49,18 +43,3 @@ def schema() -> dict[str, Any]:
 def render() -> str:
     """``schema.json``'s text."""
     return json.dumps(schema(), indent=2, sort_keys=True) + "\n"
-
-
-def main(argv: list[str]) -> int:
-    text = render()
-    if argv == ["--check"]:
-        if SCHEMA_FILE.read_text(encoding="utf-8") != text:
-            print(f"{SCHEMA_FILE} is stale: run python components/provider.py", file=sys.stderr)
-            return 1
-        return 0
-    SCHEMA_FILE.write_text(text, encoding="utf-8")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

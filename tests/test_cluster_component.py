@@ -12,11 +12,8 @@ from slonk_infra import tokens
 from slonk_infra.clouds import build_plan
 from slonk_infra.cluster import OUTPUT_KEYS, Cluster
 from slonk_infra.declaration.errors import DeclarationError
-from slonk_infra.declaration.typegen import generate
 from slonk_infra.offline.runner import run_offline
 from tests.support import declaration
-
-CLUSTER_ARGS = "slonk_infra/declaration/args.py"
 
 
 def user_program(raw: dict[str, Any]) -> dict[str, pulumi.Output[Any]]:
@@ -100,23 +97,6 @@ def test_a_bad_declaration_declares_nothing() -> None:
     raw["pools"][0]["nodes"] = 0
     with pytest.raises(DeclarationError, match=r"pools\[0\]\.nodes"):
         run_offline(lambda: slonk_infra.Cluster("c", raw))
-
-
-def test_generated_typed_args_are_current() -> None:
-    """declaration/args.py mirrors the pydantic declaration; regenerate with ``python -m slonk_infra.declaration.typegen``."""
-    import subprocess
-
-    formatted = subprocess.run(
-        ["ruff", "format", "--stdin-filename", CLUSTER_ARGS, "-"],
-        input=generate(),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    with open(CLUSTER_ARGS, encoding="utf-8") as fh:
-        assert fh.read() == formatted, (
-            "run: python -m slonk_infra.declaration.typegen > slonk_infra/declaration/args.py"
-        )
 
 
 def test_typed_args_cover_every_declaration_field() -> None:

@@ -1,7 +1,7 @@
 """The cluster declaration as ``TypedDict`` types (generated: do not edit).
 
-Generated from :mod:`slonk_infra.declaration.model` by ``python -m slonk_infra.declaration.typegen``; a test fails
-when this file is stale. Pydantic validates the values (allowed literals, ranges, cross-field rules)
+Generated from :mod:`slonk_infra.declaration.model` by ``python tools/generate.py``; a test fails when this
+file is stale. Pydantic validates the values (allowed literals, ranges, cross-field rules)
 when :class:`slonk_infra.Cluster` is constructed.
 """
 

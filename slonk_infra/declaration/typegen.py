@@ -3,9 +3,8 @@
 The pydantic :class:`~slonk_infra.declaration.model.ClusterDeclaration` is the one source of truth. Pulumi's
 component analyzer (which builds the cross-language schema) reads only ``TypedDict`` arguments, and a
 Python user benefits from a type checker seeing the argument shape, so the ``TypedDict`` mirror is
-generated from the model and checked in; a test fails when it is stale. Regenerate with::
-
-    python -m slonk_infra.declaration.typegen > slonk_infra/declaration/args.py
+generated from the model and checked in; a test fails when it is stale. ``python tools/generate.py``
+regenerates it (formatted by ruff) together with the component schema built from it.
 
 Mapping: ``Literal`` becomes ``str`` (its allowed values go into the docstring; pydantic still checks
 them), a field with a default or ``None`` becomes ``NotRequired``, nested models become their own
@@ -14,7 +13,6 @@ them), a field with a default or ``None`` becomes ``NotRequired``, nested models
 
 from __future__ import annotations
 
-import sys
 import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
@@ -26,8 +24,8 @@ from slonk_infra.declaration.model import ClusterDeclaration
 
 HEADER = '''"""The cluster declaration as ``TypedDict`` types (generated: do not edit).
 
-Generated from :mod:`slonk_infra.declaration.model` by ``python -m slonk_infra.declaration.typegen``; a test fails
-when this file is stale. Pydantic validates the values (allowed literals, ranges, cross-field rules)
+Generated from :mod:`slonk_infra.declaration.model` by ``python tools/generate.py``; a test fails when this
+file is stale. Pydantic validates the values (allowed literals, ranges, cross-field rules)
 when :class:`slonk_infra.Cluster` is constructed.
 """
 
@@ -137,7 +135,3 @@ def generate(model: type[BaseModel] = ClusterDeclaration) -> str:
     gen = _Generator()
     gen.visit(model)
     return gen.render()
-
-
-if __name__ == "__main__":
-    sys.stdout.write(generate())

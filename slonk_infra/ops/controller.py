@@ -63,7 +63,7 @@ class Controller:
         self.state = self.store.load()
         self.last_tick_end = 0.0
 
-    def tick(self) -> TickReport:
+    def tick(self) -> TickReport:  # noqa: PLR0915  one tick reads in order: fetch, decide, act, report
         """Lists, reconciles and applies once; never raises for API failures (they are reported)."""
         wall0, cpu0 = time.perf_counter(), time.process_time()
         slurm_before, kube_before = Counter(self.slurm.calls), Counter(self.kube.calls)

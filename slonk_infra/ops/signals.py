@@ -13,7 +13,7 @@ from slonk_infra.ops.model import KubeNode, KubePod, SlurmNode, Verdict, Verdict
 from slonk_infra.vocab import HEALTH
 
 
-def kube_signal(node: KubeNode | None, spec: SignalsSpec, now: float) -> str | None:
+def kube_signal(node: KubeNode | None, spec: SignalsSpec, now: float) -> str | None:  # noqa: C901  one branch per signal, first match wins
     """The reason Kubernetes gives to keep this machine out of Slurm, or None.
 
     Order: termination, maintenance, announced maintenance within the lead time, a failing node

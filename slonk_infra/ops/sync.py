@@ -150,7 +150,7 @@ class _Tick:
         self.decisions.append(Decision(node, what, why))
 
     # ------------------------------------------------------------------ per Slurm node
-    def node(self, name: str, pod: KubePod) -> None:
+    def node(self, name: str, pod: KubePod) -> None:  # noqa: C901  the decision table for one node, kept whole
         spec, prefix = self.spec, self.spec.reason_prefix
         slurm = self.obs.slurm_nodes.get(name)
         knode = self.obs.kube_nodes.get(pod.node_name)

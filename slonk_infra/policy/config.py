@@ -101,7 +101,7 @@ def _type_ok(value: Any, schema: Mapping[str, Any]) -> bool:
     return True
 
 
-def resolve(raw: Mapping[str, Any], policies: Sequence[Policy], source: str = "") -> PolicyConfig:
+def resolve(raw: Mapping[str, Any], policies: Sequence[Policy], source: str = "") -> PolicyConfig:  # noqa: C901  one check per config key, each with its message
     """Apply schema defaults, then ``raw``; check names, required properties and types."""
     known = {p.name: p for p in policies}
     properties: dict[str, dict[str, Any]] = {}

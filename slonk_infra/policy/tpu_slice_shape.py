@@ -34,7 +34,7 @@ TPU_CHIPS_PER_HOST_RE = re.compile(r"-(\d+)t$")
 DEFAULT_TPU_CHIPS_PER_HOST = 4
 
 
-def _validate_tpu_shape(args: StackValidationArgs, report: ReportViolation) -> None:
+def _validate_tpu_shape(args: StackValidationArgs, report: ReportViolation) -> None:  # noqa: C901  to split: one pass per TPU pool
     resources = list(args.resources)
     workloads = list(slurm_workers(resources))
     matched: set[str] = set()

@@ -28,7 +28,7 @@ from slonk_infra.policy.props import (
 )
 
 
-def _validate_uniform_image(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _validate_uniform_image(args: ResourceValidationArgs, report: ReportViolation) -> None:  # noqa: C901  one check per container image rule
     spec = pod_spec(args.resource_type, args.props)
     if spec is None or not is_slurm(args.props):
         return
