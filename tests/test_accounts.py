@@ -21,7 +21,6 @@ from slonk_infra.kube.cluster_wide import secrets
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import common_mounts, common_volumes
 from slonk_infra.plan import PRIVATE_RANGES
-from slonk_infra.slurm import paths
 from tests.support import declaration
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOaTqJ8m9xX0p9f2bYk2ZVZ3V3FvZ0h0d2xQ alice@laptop"
@@ -81,7 +80,7 @@ def test_every_pod_role_mounts_the_same_users_secret() -> None:
     [users_secret] = [s for s in secrets(plan, KubeInputs()) if s["metadata"]["name"] == vocab.USERS_SECRET]
     passwd = base64.b64decode(users_secret["data"]["passwd"]).decode()
     assert passwd.startswith("alice:*:2001:2001:")
-    assert {"name": "users", "mountPath": paths.USERS_DIR, "readOnly": True} in common_mounts()
+    assert {"name": "users", "mountPath": vocab.USERS_DIR, "readOnly": True} in common_mounts()
     [vol] = [v for v in common_volumes() if v["name"] == "users"]
     assert vol["secret"]["secretName"] == vocab.USERS_SECRET
     # Login and workers (where people run commands) also get the sudoers drop-in, root-only.
@@ -89,7 +88,7 @@ def test_every_pod_role_mounts_the_same_users_secret() -> None:
     worker_spec = worker.statefulset(plan, plan.groups[0], KubeInputs())["spec"]["template"]["spec"]
     for spec in (login_spec, worker_spec):
         mounts = [m["mountPath"] for m in spec["containers"][0]["volumeMounts"]]
-        assert paths.USERS_DIR in mounts and paths.SUDOERS_FILE in mounts
+        assert vocab.USERS_DIR in mounts and vocab.SUDOERS_FILE in mounts
         [sudoers] = [v for v in spec["volumes"] if v["name"] == "sudoers"]
         assert sudoers["secret"]["items"] == [{"key": "sudoers", "path": "sudoers", "mode": 0o440}]
     # sudo is setuid: the login container allows escalation only when someone is declared with sudo.
@@ -117,8 +116,8 @@ def test_login_host_key_is_a_secret_mounted_where_sshd_reads_it() -> None:
     [vol] = [v for v in spec["volumes"] if v["name"] == "host-keys"]
     assert vol["secret"] == {"secretName": vocab.LOGIN_HOST_KEYS_SECRET, "defaultMode": 0o600}
     [mount] = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "host-keys"]
-    assert f"{mount['mountPath']}/{vocab.LOGIN_HOST_KEY_FILE}" == paths.LOGIN_HOST_KEY
-    assert paths.LOGIN_HOST_KEY in _files(plan).scripts["login.sh"]
+    assert f"{mount['mountPath']}/{vocab.LOGIN_HOST_KEY_FILE}" == vocab.LOGIN_HOST_KEY
+    assert vocab.LOGIN_HOST_KEY in _files(plan).scripts["login.sh"]
 
 
 def test_load_balancer_is_not_open_to_the_world_unless_declared() -> None:

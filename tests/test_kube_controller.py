@@ -9,7 +9,6 @@ from slonk_infra.kube import controller
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import config_hash
 from slonk_infra.plan import naming
-from slonk_infra.slurm import paths
 from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api, without_rest_api
 
 
@@ -39,7 +38,7 @@ def test_the_service_gives_the_host_slurm_conf_names() -> None:
         f"SlurmctldHost={naming.CONTROLLER}-0({naming.controller_host(plan.namespace)})"
         in files_for(plan).config["slurm.conf"].splitlines()
     )
-    assert svc["spec"]["ports"][0]["port"] == paths.SLURMCTLD_PORT
+    assert svc["spec"]["ports"][0]["port"] == vocab.SLURMCTLD_PORT
     assert matches(svc["spec"]["selector"], sts["spec"]["template"]["metadata"]["labels"])
     assert matches(sts["spec"]["selector"]["matchLabels"], sts["spec"]["template"]["metadata"]["labels"])
 
@@ -53,13 +52,13 @@ def test_slurmctld_runs_as_slurm_with_state_on_its_own_claim() -> None:
     assert (ctx["runAsUser"], ctx["runAsGroup"], ctx["runAsNonRoot"]) == (vocab.SLURM_UID, vocab.SLURM_UID, True)
     assert ctx["capabilities"] == {"drop": ["ALL"]} and ctx["allowPrivilegeEscalation"] is False
     assert spec["securityContext"]["fsGroup"] == vocab.SLURM_UID
-    assert mounts(ctld)[paths.STATE_DIR] == "state"
+    assert mounts(ctld)[vocab.STATE_DIR] == "state"
     state = next(v for v in spec["volumes"] if v["name"] == "state")
     assert state["persistentVolumeClaim"]["claimName"] == vocab.CONTROLLER_STATE_CLAIM
-    assert f"StateSaveLocation={paths.STATE_DIR}" in files_for(plan).config["slurm.conf"]
+    assert f"StateSaveLocation={vocab.STATE_DIR}" in files_for(plan).config["slurm.conf"]
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         assert "scontrol ping" in " ".join(ctld[probe]["exec"]["command"])
-    assert ctld["command"] == [f"{paths.SCRIPTS_DIR}/slurmctld.sh"]
+    assert ctld["command"] == [f"{vocab.SCRIPTS_DIR}/slurmctld.sh"]
     assert "slurmctld.sh" in files_for(plan).scripts
 
 
@@ -92,7 +91,7 @@ def test_jwt_key_projected_only_with_the_rest_api() -> None:
     )
     [secret] = [s["secret"] for s in vol["projected"]["sources"] if "secret" in s]
     # Projected under /etc/slurm at exactly the path slurm.conf gives slurmctld.
-    assert f"{paths.CONF_DIR}/{secret['items'][0]['path']}" == paths.JWT_KEY
+    assert f"{vocab.CONF_DIR}/{secret['items'][0]['path']}" == vocab.JWT_KEY
     assert secret["items"][0]["mode"] == 0o440
 
 

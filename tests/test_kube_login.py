@@ -7,7 +7,6 @@ from slonk_infra.kube import cluster_wide, login
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import config_hash
 from slonk_infra.plan import naming
-from slonk_infra.slurm import paths
 from tests.kube_support import container, files_for, matches, mounts, plan_for
 
 
@@ -39,7 +38,7 @@ def test_login_mounts_the_config_munge_and_every_shared_filesystem() -> None:
     sts = login.statefulset(plan, files, KubeInputs())
     spec = sts["spec"]["template"]["spec"]
     found = mounts(container(spec, "login"))
-    assert found[paths.CONF_DIR] == "slurm-config"
+    assert found[vocab.CONF_DIR] == "slurm-config"
     assert found[vocab.MUNGE_SOCKET_DIR] == "munge-socket"
     for vol in plan.declaration.storage:
         assert found[vol.mount_path] == f"shared-{vol.name}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 from slonk_infra import vocab
 from slonk_infra.kube import restapi
 from slonk_infra.kube.manifests import build_manifests
-from slonk_infra.slurm import paths
 from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api, without_rest_api
 
 
@@ -22,8 +21,8 @@ def test_service_reaches_the_deployment_on_the_port_slurmrestd_listens_on() -> N
     assert matches(svc["spec"]["selector"], dep["spec"]["template"]["metadata"]["labels"])
     assert matches(dep["spec"]["selector"]["matchLabels"], dep["spec"]["template"]["metadata"]["labels"])
     rest = container(dep["spec"]["template"]["spec"], "slurmrestd")
-    assert rest["command"] == ["slurmrestd", f"0.0.0.0:{paths.SLURMRESTD_PORT}"]
-    assert svc["spec"]["ports"][0]["targetPort"] == rest["ports"][0]["containerPort"] == paths.SLURMRESTD_PORT
+    assert rest["command"] == ["slurmrestd", f"0.0.0.0:{vocab.SLURMRESTD_PORT}"]
+    assert svc["spec"]["ports"][0]["targetPort"] == rest["ports"][0]["containerPort"] == vocab.SLURMRESTD_PORT
 
 
 def test_runs_as_its_own_user_never_root_nor_slurm_user() -> None:
@@ -41,7 +40,7 @@ def test_reads_slurm_conf_in_daemon_jwt_mode_without_the_signing_key() -> None:
     spec = restapi.deployment(plan, files_for(plan))["spec"]["template"]["spec"]
     rest = container(spec, "slurmrestd")
     assert {"name": "SLURM_JWT", "value": "daemon"} in rest["env"]
-    assert mounts(rest) == {paths.CONF_DIR: "slurm-config"}
+    assert mounts(rest) == {vocab.CONF_DIR: "slurm-config"}
     [vol] = spec["volumes"]
     assert all("secret" not in s for s in vol["projected"]["sources"])
     assert "AuthAltTypes=auth/jwt" in files_for(plan).config["slurm.conf"]

@@ -12,7 +12,6 @@ from slonk_infra.kube import worker
 from slonk_infra.kube.fabric import fabric_pod_parts
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.plan import ClusterPlan, WorkerGroup, naming
-from slonk_infra.slurm import paths
 from tests.kube_support import container, files_for, matches, mounts, plan_for
 
 STACKS = ["local", "gcp", "aws"]
@@ -74,7 +73,7 @@ def test_prestop_drains_within_the_grace_period() -> None:
     plan, group = _groups("aws")[0]
     spec = worker.statefulset(plan, group, KubeInputs())["spec"]["template"]["spec"]
     slurmd = container(spec, "slurmd")
-    assert slurmd["lifecycle"]["preStop"]["exec"]["command"] == [f"{paths.SCRIPTS_DIR}/drain.sh"]
+    assert slurmd["lifecycle"]["preStop"]["exec"]["command"] == [f"{vocab.SCRIPTS_DIR}/drain.sh"]
     assert "drain.sh" in files_for(plan).scripts
     env = {e["name"]: e.get("value") for e in slurmd["env"]}
     assert 0 < int(env["SLONK_DRAIN_SECONDS"]) < spec["terminationGracePeriodSeconds"] == worker.WORKER_GRACE_SECONDS
@@ -102,7 +101,7 @@ def test_every_shared_filesystem_is_mounted_through_its_claim(stack: str) -> Non
         }
         for vol in plan.declaration.storage:
             assert claims[found[vol.mount_path]] == vocab.claim_name(vol.name)
-        assert found[paths.SLURMD_SPOOL] == "spool"
+        assert found[vocab.SLURMD_SPOOL] == "spool"
 
 
 def test_health_check_counts_come_from_files_not_the_pod_environment() -> None:
@@ -153,7 +152,7 @@ def test_workers_service_is_headless_and_selects_every_group() -> None:
     svc = worker.service(plan)
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
     assert svc["metadata"]["name"] == naming.WORKERS_SERVICE
-    assert svc["spec"]["ports"][0]["port"] == paths.SLURMD_PORT
+    assert svc["spec"]["ports"][0]["port"] == vocab.SLURMD_PORT
     for group in plan.groups:
         sts = worker.statefulset(plan, group, KubeInputs())
         assert sts["spec"]["serviceName"] == naming.WORKERS_SERVICE

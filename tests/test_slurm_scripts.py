@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slonk_infra.slurm import paths
+from slonk_infra import vocab
 from slonk_infra.slurm.scripts import (
     HEALTH_GROUPS,
     HEALTH_SPEC,
@@ -52,14 +52,14 @@ def test_placeholders_are_all_filled_and_every_setting_is_used() -> None:
         assert not PLACEHOLDER.search(text)
         assert name in (HEALTH_SPEC, HEALTH_GROUPS) or text.startswith("#!/bin/sh\n")
     rendered = render_scripts(plan_for("gcp"))
-    assert f"-f {paths.CONF_DIR}/slurm.conf" in rendered["slurmctld.sh"]
-    assert f'--conf-server "${{SLONK_CONTROLLER}}:{paths.SLURMCTLD_PORT}"' in rendered["slurmd.sh"]
+    assert f"-f {vocab.CONF_DIR}/slurm.conf" in rendered["slurmctld.sh"]
+    assert f'--conf-server "${{SLONK_CONTROLLER}}:{vocab.SLURMCTLD_PORT}"' in rendered["slurmd.sh"]
 
 
 def test_an_unknown_placeholder_is_an_error_naming_it() -> None:
     with pytest.raises(KeyError, match="@NOPE@"):
         fill("x.sh", "echo @NOPE@\n", SETTINGS)
-    assert fill("x.sh", "user@host @CONF_DIR@", SETTINGS) == f"user@host {paths.CONF_DIR}"
+    assert fill("x.sh", "user@host @CONF_DIR@", SETTINGS) == f"user@host {vocab.CONF_DIR}"
 
 
 def test_scripts_are_executable_in_the_tree() -> None:

@@ -12,8 +12,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from slonk_infra import vocab
 from slonk_infra.clouds import build_plan
-from slonk_infra.slurm import paths
 from slonk_infra.slurm.conf import render_slurm_conf
 from slonk_infra.slurm.scripts import SETTINGS, fill, source
 from tests.support import declaration
@@ -72,5 +72,5 @@ def test_task_prolog_exports_the_recorded_variables_and_what_the_env_script_sets
 
 def test_slurm_conf_runs_the_task_prolog_and_keeps_the_nodes_memlock() -> None:
     conf = render_slurm_conf(build_plan(declaration("aws")))
-    assert f"TaskProlog={paths.SCRIPTS_DIR}/task-env.sh" in conf.splitlines()
+    assert f"TaskProlog={vocab.SCRIPTS_DIR}/task-env.sh" in conf.splitlines()
     assert "PropagateResourceLimitsExcept=MEMLOCK" in conf.splitlines()

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
+from slonk_infra import vocab
 from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.plan import ClusterPlan
-from slonk_infra.slurm import paths, render_slurm_files
+from slonk_infra.slurm import render_slurm_files
 from tests.slurmlab import SlurmLab, require_flavor, stand_in_health_check
 
 
@@ -52,8 +53,8 @@ def test_tasks_get_the_recorded_variables_and_the_env_scripts(
         "export FI_PROVIDER=efa\n"
     )
     setup = (
-        f"mkdir -p /run/slurm && printf '%s' '{record}' > {paths.TASK_ENV_FILE} && "
-        f"printf 'export NCCL_CROSS_NIC=0\\n' > {script} && chmod 644 {paths.TASK_ENV_FILE} {script}"
+        f"mkdir -p /run/slurm && printf '%s' '{record}' > {vocab.TASK_ENV_FILE} && "
+        f"printf 'export NCCL_CROSS_NIC=0\\n' > {script} && chmod 644 {vocab.TASK_ENV_FILE} {script}"
     )
     slurm.run(["sh", "-c", setup], check=True)
     out = slurm.run(

@@ -2,7 +2,7 @@
 Slurm pod reads them from.
 
 Every pod (login, controller, workers) mounts the same ``slurm-users`` Secret at
-:data:`~slonk_infra.slurm.paths.USERS_DIR`; the image's NSS reads ``passwd`` and ``group``
+:data:`~slonk_infra.vocab.USERS_DIR`; the image's NSS reads ``passwd`` and ``group``
 there through libnss-extrausers, so a declared user has the same name, UID and GID everywhere, the
 non-root controller included, and nothing is written into a container's /etc. The login pod's sshd
 takes a user's keys from ``authorized_keys.<name>`` (AuthorizedKeysCommand, so a key change needs no

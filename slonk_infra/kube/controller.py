@@ -18,7 +18,7 @@ from slonk_infra.kube.pod import (
 )
 from slonk_infra.kube.storage import block_claim
 from slonk_infra.plan import ClusterPlan, naming
-from slonk_infra.slurm import SlurmFiles, paths
+from slonk_infra.slurm import SlurmFiles
 
 COMPONENT = vocab.CONTROLLER_COMPONENT
 
@@ -33,7 +33,7 @@ def service(plan: ClusterPlan) -> Obj:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": vocab.selector(COMPONENT),
-            "ports": [{"name": "slurmctld", "port": paths.SLURMCTLD_PORT, "targetPort": paths.SLURMCTLD_PORT}],
+            "ports": [{"name": "slurmctld", "port": vocab.SLURMCTLD_PORT, "targetPort": vocab.SLURMCTLD_PORT}],
         },
     }
 
@@ -55,8 +55,8 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
     container: Obj = {
         "name": "slurmctld",
         "image": image,
-        "command": [f"{paths.SCRIPTS_DIR}/slurmctld.sh"],
-        "ports": [{"name": "slurmctld", "containerPort": paths.SLURMCTLD_PORT}],
+        "command": [f"{vocab.SCRIPTS_DIR}/slurmctld.sh"],
+        "ports": [{"name": "slurmctld", "containerPort": vocab.SLURMCTLD_PORT}],
         "securityContext": restricted(run_as=vocab.SLURM_UID),
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
         "startupProbe": {"exec": {"command": ping}, "periodSeconds": 5, "failureThreshold": 60},
@@ -70,7 +70,7 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         "volumeMounts": [
             *common_mounts(),
             config_mount(),
-            {"name": "state", "mountPath": paths.STATE_DIR},
+            {"name": "state", "mountPath": vocab.STATE_DIR},
             *shared,
         ],
     }

@@ -21,7 +21,7 @@ from slonk_infra.kube.pod import (
     sudoers_volume,
 )
 from slonk_infra.plan import ClusterPlan, naming
-from slonk_infra.slurm import SlurmFiles, paths
+from slonk_infra.slurm import SlurmFiles
 
 COMPONENT = vocab.LOGIN_COMPONENT
 SSH_PORT = 22
@@ -55,7 +55,7 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
     container: Obj = {
         "name": "login",
         "image": image,
-        "command": [f"{paths.SCRIPTS_DIR}/login.sh"],
+        "command": [f"{vocab.SCRIPTS_DIR}/login.sh"],
         "ports": [{"name": "ssh", "containerPort": SSH_PORT}],
         "securityContext": restricted(caps=SSHD_CAPABILITIES),
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
@@ -65,7 +65,7 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
             *common_mounts(),
             config_mount(),
             *shared,
-            {"name": "host-keys", "mountPath": str(PurePosixPath(paths.LOGIN_HOST_KEY).parent), "readOnly": True},
+            {"name": "host-keys", "mountPath": str(PurePosixPath(vocab.LOGIN_HOST_KEY).parent), "readOnly": True},
             sudoers_mount(),
         ],
     }

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from slonk_infra.kube import cluster_wide, controller, login, restapi, storage, worker
 from slonk_infra.kube.inputs import ClusterIPOf, KubeInputs
+from slonk_infra.kube.operations import operations_objects
 from slonk_infra.kube.pod import Obj
-from slonk_infra.ops.manifests import operations_objects
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles
 from slonk_infra.vocab import COMPONENT, CONFIG_HASH, GROUP_LABEL

@@ -12,11 +12,11 @@ from typing import Any
 
 from slonk_infra import vocab
 from slonk_infra.plan import ClusterPlan, WorkerGroup, naming
-from slonk_infra.slurm import SlurmFiles, paths
+from slonk_infra.slurm import SlurmFiles
 
 Obj = dict[str, Any]
 
-SCRIPTS_MOUNT = paths.SCRIPTS_DIR
+SCRIPTS_MOUNT = vocab.SCRIPTS_DIR
 
 
 def meta(name: str, namespace: str | None, component: str, **extra: str) -> Obj:
@@ -101,7 +101,7 @@ def common_mounts() -> list[Obj]:
         {"name": "munge-socket", "mountPath": vocab.MUNGE_SOCKET_DIR},
         scripts_mount(),
         {"name": "run-slurm", "mountPath": vocab.RUN_SLURM_DIR},
-        {"name": "users", "mountPath": paths.USERS_DIR, "readOnly": True},
+        {"name": "users", "mountPath": vocab.USERS_DIR, "readOnly": True},
     ]
 
 
@@ -119,7 +119,7 @@ def sudoers_volume() -> Obj:
 
 def sudoers_mount() -> Obj:
     """The sudoers drop-in (login and workers, where people run commands)."""
-    return {"name": "sudoers", "mountPath": paths.SUDOERS_FILE, "subPath": "sudoers", "readOnly": True}
+    return {"name": "sudoers", "mountPath": vocab.SUDOERS_FILE, "subPath": "sudoers", "readOnly": True}
 
 
 def config_volume(jwt_key: bool = False) -> Obj:
@@ -135,7 +135,7 @@ def config_volume(jwt_key: bool = False) -> Obj:
 
 def config_mount() -> Obj:
     """The projected Slurm config, read-only at /etc/slurm."""
-    return {"name": "slurm-config", "mountPath": paths.CONF_DIR, "readOnly": True}
+    return {"name": "slurm-config", "mountPath": vocab.CONF_DIR, "readOnly": True}
 
 
 def shared_mounts(plan: ClusterPlan) -> tuple[list[Obj], list[Obj]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from slonk_infra import vocab
 from slonk_infra.kube.pod import Obj, config_hash, config_mount, config_volume, meta, restricted, slurm_pod_spec
 from slonk_infra.plan import ClusterPlan
-from slonk_infra.slurm import SlurmFiles, paths
+from slonk_infra.slurm import SlurmFiles
 
 COMPONENT = vocab.RESTAPI_COMPONENT
 
@@ -21,7 +21,7 @@ def service(plan: ClusterPlan) -> Obj:
         "metadata": meta(vocab.RESTAPI, plan.namespace, COMPONENT),
         "spec": {
             "selector": vocab.selector(COMPONENT),
-            "ports": [{"name": "http", "port": paths.SLURMRESTD_PORT, "targetPort": paths.SLURMRESTD_PORT}],
+            "ports": [{"name": "http", "port": vocab.SLURMRESTD_PORT, "targetPort": vocab.SLURMRESTD_PORT}],
         },
     }
 
@@ -29,14 +29,14 @@ def service(plan: ClusterPlan) -> Obj:
 def deployment(plan: ClusterPlan, files: SlurmFiles) -> Obj:
     """One slurmrestd replica: stateless, it reads slurm.conf and asks slurmctld. slurmrestd reads
     slurm.conf once, at start, so the config hash rolls it with the controller and login pods."""
-    probe = {"tcpSocket": {"port": paths.SLURMRESTD_PORT}, "periodSeconds": 10}
+    probe = {"tcpSocket": {"port": vocab.SLURMRESTD_PORT}, "periodSeconds": 10}
     container: Obj = {
         "name": "slurmrestd",
         "image": plan.declaration.image.reference,
-        "command": ["slurmrestd", f"0.0.0.0:{paths.SLURMRESTD_PORT}"],
+        "command": ["slurmrestd", f"0.0.0.0:{vocab.SLURMRESTD_PORT}"],
         # daemon mode: each request carries the user's JWT, checked by slurmctld.
         "env": [{"name": "SLURM_JWT", "value": "daemon"}],
-        "ports": [{"name": "http", "containerPort": paths.SLURMRESTD_PORT}],
+        "ports": [{"name": "http", "containerPort": vocab.SLURMRESTD_PORT}],
         "securityContext": restricted(run_as=vocab.SLURMRESTD_UID),
         "resources": {
             "requests": {"cpu": "250m", "memory": "256Mi"},

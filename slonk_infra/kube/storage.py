@@ -11,7 +11,6 @@ from slonk_infra.declaration.model import StorageSpec
 from slonk_infra.kube.inputs import ClusterIPOf, KubeInputs
 from slonk_infra.kube.pod import Obj, meta, privileged, scripts_mount, scripts_volume
 from slonk_infra.plan import ClusterPlan
-from slonk_infra.slurm import paths
 
 NFS_PORTS = (("nfs", 2049), ("mountd", 20048), ("rpcbind", 111))
 
@@ -136,7 +135,7 @@ def nfs_server(plan: ClusterPlan, vol: StorageSpec, image: str, selector: Mappin
                             {
                                 "name": "nfs",
                                 "image": image,
-                                "command": [f"{paths.SCRIPTS_DIR}/nfs-server.sh"],
+                                "command": [f"{vocab.SCRIPTS_DIR}/nfs-server.sh"],
                                 "ports": [{"containerPort": port} for _, port in NFS_PORTS],
                                 # Privileged because the kernel NFS server (nfsd) is configured through
                                 # /proc/fs/nfsd, which only a privileged container may mount and write.

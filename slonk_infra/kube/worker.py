@@ -25,7 +25,6 @@ from slonk_infra.kube.pod import (
     tolerations,
 )
 from slonk_infra.plan import ClusterPlan, WorkerGroup, naming
-from slonk_infra.slurm import paths
 
 COMPONENT = vocab.WORKER_COMPONENT
 # A TPU VM's runtime talks to the other hosts of its slice on these ports (GKE multi-host TPU examples).
@@ -45,7 +44,7 @@ def service(plan: ClusterPlan) -> Obj:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": vocab.selector(COMPONENT),
-            "ports": [{"name": "slurmd", "port": paths.SLURMD_PORT, "targetPort": paths.SLURMD_PORT}],
+            "ports": [{"name": "slurmd", "port": vocab.SLURMD_PORT, "targetPort": vocab.SLURMD_PORT}],
         },
     }
 
@@ -82,7 +81,7 @@ def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj], fabric: Fa
     container: Obj = {
         "name": "slurmd",
         "image": plan.declaration.image.reference,
-        "command": [f"{paths.SCRIPTS_DIR}/slurmd.sh"],
+        "command": [f"{vocab.SCRIPTS_DIR}/slurmd.sh"],
         "env": [
             {"name": "SLONK_CONTROLLER", "value": naming.controller_host(plan.namespace)},
             {"name": "SLONK_DRAIN_SECONDS", "value": str(DRAIN_SECONDS)},
@@ -90,13 +89,13 @@ def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj], fabric: Fa
             {"name": "SLONK_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
             *task_env(plan, group, fabric),
         ],
-        "ports": [{"name": "slurmd", "containerPort": paths.SLURMD_PORT}],
+        "ports": [{"name": "slurmd", "containerPort": vocab.SLURMD_PORT}],
         # Privileged because slurmd creates a cgroup per job under /sys/fs/cgroup and confines each job
         # to its GPUs with a device eBPF program; Kubernetes mounts cgroupfs read-only and forbids BPF
         # for any unprivileged container, and no capability set short of this grants both.
         "securityContext": privileged(),
         "resources": worker_resources(group, fabric),
-        "lifecycle": {"preStop": {"exec": {"command": [f"{paths.SCRIPTS_DIR}/drain.sh"]}}},
+        "lifecycle": {"preStop": {"exec": {"command": [f"{vocab.SCRIPTS_DIR}/drain.sh"]}}},
         "startupProbe": {"exec": {"command": slurmd_up}, "periodSeconds": 5, "failureThreshold": 60},
         "livenessProbe": {
             "exec": {"command": slurmd_up},
@@ -111,7 +110,7 @@ def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj], fabric: Fa
         },
         "volumeMounts": [
             *common_mounts(),
-            {"name": "spool", "mountPath": paths.SLURMD_SPOOL},
+            {"name": "spool", "mountPath": vocab.SLURMD_SPOOL},
             {"name": "dshm", "mountPath": "/dev/shm"},
             sudoers_mount(),
             *shared,

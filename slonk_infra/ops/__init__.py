@@ -8,7 +8,7 @@ A plain-Python core with thin adapters:
   (the official ``kubernetes`` client): one list call per tick per kind of object;
 - :mod:`~slonk_infra.ops.controller` (one tick with I/O), :mod:`~slonk_infra.ops.records` (state
   and the job hardware record), :mod:`~slonk_infra.ops.metrics` (Prometheus);
-- :mod:`~slonk_infra.ops.config` (:class:`OperationsSpec`), :mod:`~slonk_infra.ops.manifests`
+- :mod:`~slonk_infra.ops.config` (:class:`OperationsSpec`), :mod:`~slonk_infra.kube.operations`
   (:func:`operations_objects`), :mod:`~slonk_infra.ops.main` (the ``slonk-ops`` command).
 
 Importing this package pulls in no Pulumi SDK, so it runs in the cluster image.

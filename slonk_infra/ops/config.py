@@ -225,3 +225,8 @@ def load_spec(path: Path) -> OperationsSpec:
         return OperationsSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(f"{path}: {describe(exc)}") from None
+
+
+def default_slurmrestd_url(namespace: str) -> str:
+    """The cluster's slurmrestd Service (built by slonk_infra.kube.restapi); the controller's default."""
+    return f"http://{vocab.RESTAPI}.{namespace}.svc:{vocab.SLURMRESTD_PORT}"

@@ -5,7 +5,7 @@ to list thousands of nodes) and decoded straight from JSON into :mod:`slonk_infr
 records; building the client's model objects for every field of 4,096 nodes would cost more than
 the rest of a tick. Patches are JSON merge patches of annotations and ``spec.unschedulable`` only.
 
-Permissions used (see :mod:`slonk_infra.ops.manifests`): nodes get/list/patch cluster-wide; pods
+Permissions used (see :mod:`slonk_infra.kube.operations`): nodes get/list/patch cluster-wide; pods
 list/patch/delete in the Slurm namespace.
 """
 

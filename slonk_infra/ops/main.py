@@ -1,6 +1,6 @@
 """``slonk-ops``: the controller's process. Reads its config, serves metrics, ticks until SIGTERM.
 
-Inside the cluster (what :mod:`slonk_infra.ops.manifests` deploys)::
+Inside the cluster (what :mod:`slonk_infra.kube.operations` deploys)::
 
     slonk-ops --config /etc/slonk-ops/config.yaml
 
@@ -24,14 +24,13 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import click
 
-from slonk_infra.ops.config import DEFAULT_CONFIG_PATH, OperationsSpec, SpecError, load_spec
+from slonk_infra import vocab
+from slonk_infra.ops.config import DEFAULT_CONFIG_PATH, OperationsSpec, SpecError, default_slurmrestd_url, load_spec
 from slonk_infra.ops.controller import Controller, TickReport
 from slonk_infra.ops.kube_api import KubeApi
-from slonk_infra.ops.manifests import default_slurmrestd_url
 from slonk_infra.ops.metrics import Metrics
 from slonk_infra.ops.records import JobRecord, StateStore
 from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmRest, TokenSigner
-from slonk_infra.slurm import paths
 
 log = logging.getLogger("slonk_infra.ops")
 
@@ -43,7 +42,7 @@ def build(spec: OperationsSpec, kube: KubeApi, namespace: str, slurm_conf: str |
     signer = TokenSigner.from_file(spec.jwt_key_file, spec.slurm_user, spec.token_lifetime_seconds)
     scontrol = None
     if spec.scontrol_fallback:
-        scontrol = ScontrolWriter(env={"SLURM_CONF": slurm_conf or f"{paths.CONF_DIR}/slurm.conf"})
+        scontrol = ScontrolWriter(env={"SLURM_CONF": slurm_conf or f"{vocab.CONF_DIR}/slurm.conf"})
     slurm = SlurmRest(spec.slurmrestd_url or default_slurmrestd_url(namespace), signer, scontrol=scontrol)
     state_dir = Path(spec.state_dir)
     if not state_dir.is_dir():

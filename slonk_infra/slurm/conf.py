@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from slonk_infra import vocab
 from slonk_infra.catalog.slurm_versions import NO_ADDR_CACHE_REMOVED
 from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu, naming
-from slonk_infra.slurm import paths
 from slonk_infra.slurm.lines import header, kv_line
 
 # Node records are static and sized by maxNodes, so scaling a pool changes only replica counts.
@@ -99,21 +99,21 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
     settings: list[tuple[str, object | None]] = [
         ("ClusterName", plan.name),
         ("SlurmctldHost", f"{naming.CONTROLLER}-0({naming.controller_host(ns)})"),
-        ("SlurmctldPort", paths.SLURMCTLD_PORT),
-        ("SlurmdPort", paths.SLURMD_PORT),
+        ("SlurmctldPort", vocab.SLURMCTLD_PORT),
+        ("SlurmdPort", vocab.SLURMD_PORT),
         ("SlurmUser", "slurm"),
         ("SlurmdUser", "root"),
         ("AuthType", "auth/munge"),
         ("CredType", "cred/munge"),
         ("AuthAltTypes", "auth/jwt" if slurm.rest_api else None),
-        ("AuthAltParameters", f"jwt_key={paths.JWT_KEY}" if slurm.rest_api else None),
+        ("AuthAltParameters", f"jwt_key={vocab.JWT_KEY}" if slurm.rest_api else None),
         # Workers fetch this file from slurmctld (configless): no worker pod mounts or hashes it.
         ("SlurmctldParameters", "enable_configless"),
         # Pods come back on new IPs. Before 23.11 every daemon caches a node's address unless told not
         # to; 23.11 removed the option (slurmd.sh sets NodeAddr itself on every version).
         ("CommunicationParameters", "NoAddrCache" if plan.slurm_version < NO_ADDR_CACHE_REMOVED else None),
-        ("StateSaveLocation", paths.STATE_DIR),
-        ("SlurmdSpoolDir", paths.SLURMD_SPOOL),
+        ("StateSaveLocation", vocab.STATE_DIR),
+        ("SlurmdSpoolDir", vocab.SLURMD_SPOOL),
         ("SlurmctldPidFile", "/run/slurm/slurmctld.pid"),
         ("SlurmdPidFile", "/run/slurm/slurmd.pid"),
         ("ProctrackType", "proctrack/cgroup"),
@@ -128,15 +128,15 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("JobRequeue", 1),
         ("MpiDefault", "none"),
         ("PrologFlags", "Alloc"),
-        ("Prolog", f"{paths.SCRIPTS_DIR}/prolog.sh"),
-        ("Epilog", f"{paths.SCRIPTS_DIR}/epilog.sh"),
+        ("Prolog", f"{vocab.SCRIPTS_DIR}/prolog.sh"),
+        ("Epilog", f"{vocab.SCRIPTS_DIR}/epilog.sh"),
         # slonk-health on every node between jobs too (drains and publishes a verdict on failure).
-        ("HealthCheckProgram", f"{paths.SCRIPTS_DIR}/healthcheck.sh"),
+        ("HealthCheckProgram", f"{vocab.SCRIPTS_DIR}/healthcheck.sh"),
         ("HealthCheckInterval", HEALTH_CHECK_INTERVAL),
         ("HealthCheckNodeState", "ANY,CYCLE"),
         # Hands each task the node's fabric (NCCL plugin, libfabric) and TPU slice variables, which a
         # task would not otherwise see: it inherits the submitter's environment, not slurmd's.
-        ("TaskProlog", f"{paths.SCRIPTS_DIR}/task-env.sh"),
+        ("TaskProlog", f"{vocab.SCRIPTS_DIR}/task-env.sh"),
         # Tasks keep the node's locked-memory limit instead of the login shell's: NCCL over EFA,
         # GPUDirect-RDMA and TCPXO register (lock) large buffers, which a 64 KiB limit refuses.
         ("PropagateResourceLimitsExcept", "MEMLOCK"),

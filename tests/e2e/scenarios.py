@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from slonk_infra import vocab
-from slonk_infra.slurm import paths
 from tests.e2e.cluster import Cluster
 from tests.e2e.jobs import LOGIN, read, submit, wait_done, wait_job
 from tests.e2e.podman import wait_for
@@ -408,7 +407,7 @@ def rest_api(cluster: Cluster) -> str:
     token = cluster.ssh(alice.name, "scontrol token lifespan=600").strip()
     if not token.startswith("SLURM_JWT="):
         raise AssertionError(f"scontrol token for {alice.name}: {token!r}")
-    service = f"http://{vocab.RESTAPI}.{cluster.rendered.plan.namespace}.svc.cluster.local:{paths.SLURMRESTD_PORT}"
+    service = f"http://{vocab.RESTAPI}.{cluster.rendered.plan.namespace}.svc.cluster.local:{vocab.SLURMRESTD_PORT}"
     client = base64.b64encode(REST_CLIENT.encode()).decode()
     args = " ".join(shlex.quote(a) for a in (service, token.split("=", 1)[1], alice.name, other.name, alice.home))
     raw = cluster.ssh(alice.name, f"echo {client} | base64 -d | python3 - {args}")

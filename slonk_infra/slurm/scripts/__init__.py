@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 from importlib import resources
 
+from slonk_infra import vocab
 from slonk_infra.plan import ClusterPlan
-from slonk_infra.slurm import paths
 
-# Installed at paths.SCRIPTS_DIR in every Slurm pod, in this order in the scripts ConfigMap.
+# Installed at vocab.SCRIPTS_DIR in every Slurm pod, in this order in the scripts ConfigMap.
 SCRIPTS = (
     "prolog.sh",
     "epilog.sh",
@@ -40,11 +40,11 @@ SCRIPTS = (
 HEALTH_SPEC = "health.json"
 HEALTH_GROUPS = "health-groups.txt"
 SETTINGS: dict[str, str] = {
-    "CONF_DIR": paths.CONF_DIR,
-    "SLURMCTLD_PORT": str(paths.SLURMCTLD_PORT),
-    "TASK_ENV_FILE": paths.TASK_ENV_FILE,
-    "USERS_DIR": paths.USERS_DIR,
-    "LOGIN_HOST_KEY": paths.LOGIN_HOST_KEY,
+    "CONF_DIR": vocab.CONF_DIR,
+    "SLURMCTLD_PORT": str(vocab.SLURMCTLD_PORT),
+    "TASK_ENV_FILE": vocab.TASK_ENV_FILE,
+    "USERS_DIR": vocab.USERS_DIR,
+    "LOGIN_HOST_KEY": vocab.LOGIN_HOST_KEY,
 }
 PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
 

@@ -11,9 +11,9 @@ import yaml
 from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import build_manifests
+from slonk_infra.kube.operations import operations_objects
 from slonk_infra.ops.config import OperationsSpec, load_spec
 from slonk_infra.ops.kube_api import KubeApi
-from slonk_infra.ops.manifests import operations_objects
 from slonk_infra.slurm import render_slurm_files
 from slonk_infra.vocab import GROUP_LABEL
 from tests.test_ops_fakekube import selector_matches

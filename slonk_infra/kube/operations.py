@@ -20,8 +20,7 @@ from typing import Any
 import yaml
 
 from slonk_infra import vocab
-from slonk_infra.ops.config import OperationsSpec
-from slonk_infra.slurm import paths
+from slonk_infra.ops.config import OperationsSpec, default_slurmrestd_url
 
 Obj = dict[str, Any]
 
@@ -41,11 +40,6 @@ def _meta(name: str, namespace: str | None) -> Obj:
     if namespace is not None:
         out["namespace"] = namespace
     return out
-
-
-def default_slurmrestd_url(namespace: str) -> str:
-    """The cluster's slurmrestd Service (slonk_infra.kube.manifests.rest_api)."""
-    return f"http://{vocab.RESTAPI}.{namespace}.svc:{paths.SLURMRESTD_PORT}"
 
 
 def controller_config(spec: OperationsSpec, namespace: str) -> str:
@@ -120,7 +114,7 @@ def deployment(spec: OperationsSpec, namespace: str, image: str) -> Obj:
             {"name": "jwt", "mountPath": JWT_DIR, "readOnly": True},
             {"name": "state", "mountPath": spec.state_dir},
             # slurm.conf, for the scontrol fallback on Slurm versions whose REST API cannot drain.
-            {"name": "slurm-config", "mountPath": paths.CONF_DIR, "readOnly": True},
+            {"name": "slurm-config", "mountPath": vocab.CONF_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
