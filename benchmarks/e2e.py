@@ -3,7 +3,7 @@
     python3 benchmarks/e2e.py                        # the local stack; Markdown on stdout
     python3 benchmarks/e2e.py --declaration gpu-shaped --runs 20 --json out.json
 
-Same pods as ``bash tools/e2e.sh`` (tests/e2e; run that once first, or run this as root on a machine it
+Same pods as ``bash tools/e2e.sh`` (testing/e2e; run that once first, or run this as root on a machine it
 set up). Figures, each as median, min and max: start to every worker IDLE (``--ups`` new clusters);
 ``sbatch`` to RUNNING on an idle cluster (``--runs``); a worker pod deleted (preStop) and recreated to
 IDLE, and lost without preStop to its next job running; the controller pod deleted and recreated to
@@ -21,14 +21,23 @@ import tempfile
 import time
 from pathlib import Path
 
+# Run as a file, this directory and not the checkout is on the path; the harness is not installed.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.e2e.__main__ import SLURM_VERSION
-from tests.e2e.cluster import Cluster
-from tests.e2e.image import build_image, ssh_keygen
-from tests.e2e.jobs import submit, wait_done, wait_job
-from tests.e2e.podman import Podman, wait_for
-from tests.e2e.stack import ClusterSecrets, render
+from testing.e2e import (
+    DECLARATIONS,
+    SLURM_VERSION,
+    Cluster,
+    ClusterSecrets,
+    Podman,
+    build_image,
+    render,
+    ssh_keygen,
+    submit,
+    wait_done,
+    wait_for,
+    wait_job,
+)
 
 POLL = 0.05  # seconds between state polls: the figures' resolution
 
@@ -56,7 +65,6 @@ def measure(cluster: Cluster, runs: int, recoveries: int) -> dict[str, object]:
 
     worker_idle, lost_ran, ctl_up = [], [], []
     node = cluster.workers()[0]
-    group, ordinal = node.rsplit("-", 1)
     for _ in range(recoveries):
         t2 = time.monotonic()
         cluster.delete_pod(node)
@@ -65,10 +73,9 @@ def measure(cluster: Cluster, runs: int, recoveries: int) -> dict[str, object]:
 
         warm = submit(cluster, f"-w {node} -o {user.home}/bench-%j.out", "true", user=as_user)
         wait_done(cluster, [warm], 180)  # slurmctld has now talked to this pod
-        pod = cluster.pods.pop(node)
-        cluster.podman.remove_pod(pod.podman_name, timeout=0)
+        cluster.lose(node)
         t3 = time.monotonic()
-        cluster._create(cluster.statefulset(group), int(ordinal))
+        cluster.recreate(node)
         job = submit(cluster, f"-w {node} -o {user.home}/bench-%j.out", "true", user=as_user)
         wait_job(cluster, job, ("RUNNING", "COMPLETING", "COMPLETED"), 300, interval=POLL)
         lost_ran.append(time.monotonic() - t3)
@@ -123,7 +130,7 @@ def markdown(decl: str, image: str, figures: dict[str, object]) -> str:
 def main() -> int:
     """Run the benchmark; Markdown on stdout."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--declaration", default="local", choices=["local", "gpu-shaped"])
+    parser.add_argument("--declaration", default="local", choices=sorted(DECLARATIONS))
     parser.add_argument("--runs", type=int, default=20, help="sbatch-to-RUNNING samples")
     parser.add_argument("--recoveries", type=int, default=3, help="worker and controller recreations")
     parser.add_argument("--ups", type=int, default=3, help="clusters brought up from nothing")

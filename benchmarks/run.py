@@ -34,20 +34,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Run as a file, this directory and not the checkout is on the path: import the library from this
+# checkout (never from another installed copy) and the harnesses, which are not installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pulumi
+import yaml
+
+from slonk_infra.clouds import build_plan
+from slonk_infra.declaration.stacks import CONFIG_KEY, PROJECT, load_stack_config
+from slonk_infra.offline.render import ProgramRun, run_program, write_render
+from slonk_infra.offline.runner import Registration, run_offline
+from slonk_infra.slurm import render_slurm_files
+
 ROOT = Path(__file__).resolve().parents[1]
-# Import the library from this checkout, never from another installed copy.
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import pulumi  # noqa: E402
-import yaml  # noqa: E402
-
-from slonk_infra.clouds import build_plan  # noqa: E402
-from slonk_infra.declaration.stacks import CONFIG_KEY, PROJECT, load_stack_config  # noqa: E402
-from slonk_infra.offline.render import ProgramRun, run_program, write_render  # noqa: E402
-from slonk_infra.offline.runner import Registration, run_offline  # noqa: E402
-from slonk_infra.slurm import render_slurm_files  # noqa: E402
-
 STACKS = ROOT / "stacks"
 DECLARATIONS = Path(__file__).resolve().parent / "declarations"
 FLOOR_TYPE = "slonk-bench:index:Floor"
@@ -475,10 +475,10 @@ def slurm_variant_2205(decl: Mapping[str, Any]) -> dict[str, Any]:
 def slurmctld_acceptance(case: Case, timeout: float = 120.0) -> dict[str, Any]:
     """Start only munged + slurmctld with the rendered files; time until ping, and until every node is listed.
 
-    Built on tests/slurmlab (the same start-up as its ``check_rejected``); the harness's documented
+    Built on testing/slurmlab (the same start-up as its ``check_config``); the harness's documented
     localhost overrides apply (each NodeName line is split into one line per node with its own port).
     """
-    from tests.slurmlab import Flavor, SlurmLab, available_flavors, flavor_version, missing_reason
+    from testing.slurmlab import Flavor, SlurmLab, available_flavors, flavor_version, missing_reason
 
     flavors = available_flavors()
     decl = case.declaration

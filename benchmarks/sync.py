@@ -7,10 +7,10 @@ Usage (root, after tools/install-slurm.sh; the repository containing this file i
     python benchmarks/sync.py --quick            # 64 nodes, 1 sample: what the test suite runs
     python benchmarks/sync.py --json out.json    # also write the raw figures
 
-What runs: a real slurmctld (tests/slurmlab, the rendered files of a one-pool declaration with
+What runs: a real slurmctld (testing/slurmlab, the rendered files of a one-pool declaration with
 ``restApi`` and ``maxNodes`` = N) with 4 real slurmd; the other N-4 node records are made visible
 as DOWN "no pod" so the nodes list carries N records; real slurmrestd with JWT auth; the fake
-Kubernetes API of tests/test_ops_fakekube.py, holding N nodes and N worker pods, in a child process
+Kubernetes API of testing/fakekube.py, holding N nodes and N worker pods, in a child process
 (so the controller's CPU time is its own); the controller in this process. Nothing is asserted.
 
 Figures (see benchmarks/README.md): per steady tick the wall and CPU time, the requests to each
@@ -36,23 +36,24 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+# Run as a file, this directory and not the checkout is on the path: import the library from this
+# checkout (never from another installed copy) and the harnesses, which are not installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import kubernetes.client as k8s  # noqa: E402
+import kubernetes.client as k8s
 
-from slonk_infra.clouds import build_plan  # noqa: E402
-from slonk_infra.declaration.stacks import load_declaration  # noqa: E402
-from slonk_infra.ops.config import OperationsSpec  # noqa: E402
-from slonk_infra.ops.controller import Controller  # noqa: E402
-from slonk_infra.ops.kube_api import KubeApi  # noqa: E402
-from slonk_infra.ops.metrics import Metrics  # noqa: E402
-from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmRest, TokenSigner  # noqa: E402
-from slonk_infra.ops.sync import Observed, reconcile  # noqa: E402
-from slonk_infra.slurm import render_slurm_files  # noqa: E402
-from slonk_infra.vocab import APP, COMPONENT, GROUP_LABEL, NAME_LABEL, WORKER_COMPONENT  # noqa: E402
-from tests.slurmlab import (  # noqa: E402  # noqa: E402
+from slonk_infra.clouds import build_plan
+from slonk_infra.declaration.stacks import load_declaration
+from slonk_infra.ops.config import OperationsSpec
+from slonk_infra.ops.controller import Controller
+from slonk_infra.ops.kube_api import KubeApi
+from slonk_infra.ops.metrics import Metrics
+from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmRest, TokenSigner
+from slonk_infra.ops.sync import Observed, reconcile
+from slonk_infra.slurm import render_slurm_files
+from slonk_infra.vocab import APP, COMPONENT, GROUP_LABEL, NAME_LABEL, WORKER_COMPONENT
+from testing.slurmlab import (
+    Flavor,
     RestD,
     SlurmLab,
     available_flavors,
@@ -61,6 +62,7 @@ from tests.slurmlab import (  # noqa: E402  # noqa: E402
     stand_in_health_check,
 )
 
+ROOT = Path(__file__).resolve().parents[1]
 NS = "slurm"
 STARTED = 4
 FLAVOR_VERSIONS = {"host": ("22.05", "tree"), "chroot": ("25.05", "yaml")}
@@ -69,9 +71,8 @@ LABELS = {NAME_LABEL: APP, COMPONENT: WORKER_COMPONENT, GROUP_LABEL: "h100"}
 # The fake API server, in a child process: populated, prints its URL, serves until stdin closes.
 FAKE_SERVER = """
 import json, sys
-sys.path.insert(0, sys.argv[1])
-from tests.test_ops_fakekube import FakeKube
-n, labels = int(sys.argv[2]), json.loads(sys.argv[3])
+from testing.fakekube import FakeKube
+n, labels = int(sys.argv[1]), json.loads(sys.argv[2])
 with FakeKube() as kube:
     for i in range(n):
         kube.add_node(f"gke-h100-{i}", labels={"cloud.google.com/gke-nodepool": "h100"})
@@ -94,7 +95,8 @@ def declaration(version: str, topology: str, nodes: int) -> dict[str, Any]:
 @contextmanager
 def fake_kube(nodes: int) -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", FAKE_SERVER, str(ROOT), str(nodes), json.dumps(LABELS)],
+        [sys.executable, "-c", FAKE_SERVER, str(nodes), json.dumps(LABELS)],
+        cwd=ROOT,  # python -c puts the working directory on the path: the checkout, holding the harness
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -151,7 +153,7 @@ def wait_for(check: Callable[[], bool], timeout: float = 120.0, poll: float = 0.
     raise TimeoutError("state change not reflected")
 
 
-def measure(flavor: str, nodes: int, samples: int, interval: float) -> dict[str, Any]:
+def measure(flavor: Flavor, nodes: int, samples: int, interval: float) -> dict[str, Any]:
     version, topology = FLAVOR_VERSIONS[flavor]
     plan = build_plan(declaration(version, topology, nodes))
     files = stand_in_health_check(render_slurm_files(plan).all())
@@ -328,7 +330,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.nodes, args.samples, args.interval = 64, 1, 0.5
-    flavors = available_flavors() if args.flavor == "auto" else [args.flavor]
+    flavors: list[Flavor] = available_flavors() if args.flavor == "auto" else [args.flavor]
     if args.quick:
         flavors = flavors[:1]
     if not flavors:

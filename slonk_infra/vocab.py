@@ -65,6 +65,9 @@ VIEWER_ROLE = "slurm-viewer"
 CONFIG_MAP = "slurm-config"  # slurm.conf, gres.conf, cgroup.conf
 TOPOLOGY_MAP = "slurm-topology"  # topology.conf or topology.yaml
 SCRIPTS_MAP = "slurm-scripts"  # the pods' scripts
+# Files beside the scripts in SCRIPTS_MAP that healthcheck.sh hands slonk-health.
+HEALTH_SPEC_FILE = "health.json"  # the declaration's health thresholds
+HEALTH_GROUPS_FILE = "health-groups.txt"  # "<group> <gpus> <tpu chips>" per worker group
 MUNGE_SECRET = "munge-key"
 MUNGE_KEY_FILE = "munge.key"  # key of the munge Secret, and the file munged reads
 JWT_SECRET = "slurm-jwt"

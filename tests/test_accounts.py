@@ -1,7 +1,7 @@
 """Declared users, the directory settings and the login Service's source ranges: what the declaration
 accepts, and what every pod is given.
 
-The container tier (tests/e2e, scenario 2) logs in as these users over SSH and runs their jobs.
+The container tier (testing/e2e, scenario 2) logs in as these users over SSH and runs their jobs.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -60,21 +59,6 @@ def test_kubeconfig_and_context_are_optional() -> None:
     run = run_offline(lambda: LocalInfrastructure("bare", plan).result)
     [provider] = run.of_type(PROVIDER)
     assert "context" not in provider.inputs and "kubeconfig" not in provider.inputs
-
-
-def _deployer(plan: ClusterPlan) -> Callable[[], CloudResult]:
-    return lambda: deploy_cloud(plan).result
-
-
-def test_resource_count_does_not_depend_on_node_count() -> None:
-    counts = []
-    for nodes in (4, 4096):
-        raw = raw_local()
-        for pool in raw["pools"]:
-            pool["nodes"] = nodes
-            pool.pop("maxNodes", None)
-        counts.append(len(run_offline(_deployer(build_plan(raw))).registrations))
-    assert counts[0] == counts[1] == 2
 
 
 @pytest.mark.parametrize(

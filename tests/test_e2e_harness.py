@@ -1,4 +1,4 @@
-"""The container tier's pure parts (tests/e2e), without podman: what it renders and runs, and the names and
+"""The container tier's pure parts (testing/e2e), without podman: what it renders and runs, and the names and
 volumes it gives pods. The tier itself (``bash tools/e2e.sh``) runs the pods."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from typing import Any, cast
 
 import pytest
 
+from slonk_infra import vocab
 from slonk_infra.declaration.stacks import load_declaration
-from tests.e2e.kube import Objects, dns_names, fill_volume
-from tests.e2e.scenarios import SCENARIOS
-from tests.e2e.stack import REPO, ClusterSecrets, render, render_raw
+from testing.e2e.kube import Objects, dns_names, fill_volume
+from testing.e2e.scenarios import SCENARIOS
+from testing.e2e.stack import REPO, ClusterSecrets, render, render_raw
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +63,19 @@ def test_rest_api_scenario_applies_only_where_declared(secrets: ClusterSecrets) 
         cluster = cast(Any, SimpleNamespace(rendered=render(name, "26.05", secrets)))
         assert (scenario.applies(cluster) is None) is applies, name
     assert all(s.applies(cluster) is None for s in SCENARIOS if s is not scenario)
+
+
+def test_objects_carry_what_the_declared_cloud_layer_hands_the_slurm_layer(secrets: ClusterSecrets) -> None:
+    """The cloud layer's own result, not a copy of its rules: GKE pins workers and has a system pool,
+    a local cluster has neither; a Filestore volume is the cloud's CSI source."""
+    gpu = render("gpu-shaped", "26.05", secrets).objects
+    ctld = gpu.get("StatefulSet", "slurmctld")["spec"]["template"]["spec"]
+    assert ctld["nodeSelector"] == {vocab.SYSTEM_ROLE_LABEL: vocab.SYSTEM_ROLE}
+    assert vocab.TOPOLOGY_LABELS in gpu.get("ConfigMap", vocab.TOPOLOGY_MAP)["metadata"]["annotations"]
+    (pv,) = gpu.of_kind("PersistentVolume")
+    assert pv["spec"]["csi"]["driver"] == "filestore.csi.storage.gke.io"
+    local = render("local", "26.05", secrets).objects
+    assert "nodeSelector" not in local.get("StatefulSet", "slurmctld")["spec"]["template"]["spec"]
 
 
 def test_dns_names_of_a_statefulset_pod_and_of_a_deployment_pod() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slonk_infra.health import DRAIN_REASON_PREFIX
-from tests.slurmlab import SlurmLab, require_flavor
+from testing.slurmlab import SlurmLab, require_flavor
 
 ROOT = Path(__file__).resolve().parent.parent
 IDLE = ROOT / "tests" / "data" / "nvml" / "h100-idle.json"

@@ -16,7 +16,7 @@ from slonk_infra.ops.config import OperationsSpec, load_spec
 from slonk_infra.ops.kube_api import KubeApi
 from slonk_infra.slurm import render_slurm_files
 from slonk_infra.vocab import GROUP_LABEL
-from tests.test_ops_fakekube import selector_matches
+from testing.fakekube import selector_matches
 
 KUBE_VERSIONS = ["1.31.0", "1.33.0"]
 IMAGE = "registry.example/slonk/slurm@sha256:" + "a" * 64

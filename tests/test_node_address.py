@@ -1,7 +1,7 @@
 """A replaced worker pod is reached at its new IP: slurm.conf per version, the pod's IP in its env, and
 slurmd.sh setting NodeAddr before slurmd registers (run with ``sh`` against stub commands).
 
-The container tier (tests/e2e, scenario 3) proves the same on real pods: a worker lost without its
+The container tier (testing/e2e, scenario 3) proves the same on real pods: a worker lost without its
 preStop comes back on a new IP and runs the next job sent to it.
 """
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.slurmlab import available_flavors, require_flavor
+from testing.slurmlab import available_flavors, require_flavor
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [

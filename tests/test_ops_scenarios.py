@@ -50,8 +50,8 @@ from slonk_infra.vocab import (
     SLURM_STATE,
     WORKER_COMPONENT,
 )
-from tests.slurmlab import RestD, SlurmLab, SlurmLabError, free_ports, require_flavor, stand_in_health_check
-from tests.test_ops_fakekube import FakeKube
+from testing.fakekube import FakeKube
+from testing.slurmlab import RestD, SlurmLab, SlurmLabError, free_ports, require_flavor, stand_in_health_check
 from tests.test_ops_sync import verdict
 
 NS = "slurm"

@@ -1,7 +1,7 @@
 """Rendered Slurm files, started in real slurmctld / slurmd (22.05 on the host, 26.05 in a chroot).
 
 What runs is exactly what ``render_slurm_files`` produces, plus the harness's documented localhost
-overrides (tests/slurmlab/README.md). Each flavor gets one lab for the whole scenario.
+overrides (testing/slurmlab/README.md). Each flavor gets one lab for the whole scenario.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import render_slurm_files
-from tests.slurmlab import SlurmLab, check_rejected, require_flavor, stand_in_health_check
+from testing.slurmlab import SlurmLab, check_config, require_flavor, stand_in_health_check
 
 # flavor -> (image Slurm version, topology style) the scenario declares
 FLAVORS = {"host": ("22.05", "tree"), "chroot": ("25.05", "yaml")}
@@ -182,8 +182,8 @@ def test_shipped_stacks_are_accepted_by_slurmctld(flavor: str, stack: str, tmp_p
     version, topology = FLAVORS[flavor]
     if flavor == "host":
         raw["image"]["slurmVersion"], raw.setdefault("slurm", {})["topology"] = version, topology
-    rc, output = check_rejected(conf_files(build_plan(raw)), flavor, tmp_path / "ctld")  # type: ignore[arg-type]
-    assert rc == 124, f"slurmctld rejected the {stack} config (rc {rc}):\n{output}"
+    verdict = check_config(conf_files(build_plan(raw)), flavor, tmp_path / "ctld")  # type: ignore[arg-type]
+    assert verdict.accepted, f"slurmctld rejected the {stack} config (rc {verdict.exit_code}):\n{verdict.output}"
 
 
 @pytest.mark.parametrize("flavor", sorted(FLAVORS))
@@ -191,9 +191,9 @@ def test_a_broken_file_is_rejected(flavor: str, tmp_path: Path) -> None:
     require_flavor(flavor)  # type: ignore[arg-type]
     files = conf_files(build_plan(small_declaration(*FLAVORS[flavor])))
     files["slurm.conf"] = files["slurm.conf"].replace("SelectType=", "SelectTyp=")
-    rc, output = check_rejected(files, flavor, tmp_path / "bad")  # type: ignore[arg-type]
-    assert rc not in (0, 124)
-    assert "SelectTyp" in output
+    verdict = check_config(files, flavor, tmp_path / "bad")  # type: ignore[arg-type]
+    assert not verdict.accepted and verdict.exit_code != 0
+    assert "SelectTyp" in verdict.output
 
 
 def test_block_topology_on_modern_slurm(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurmlab import (
+from testing.slurmlab import (
     FLAVORS,
     OVERRIDES,
     ConfigError,
@@ -22,7 +22,7 @@ from tests.slurmlab import (
     LabContext,
     SlurmLab,
     SlurmLabError,
-    check_rejected,
+    check_config,
     flavor_version,
     leaked_mounts,
     leftover_pids,
@@ -82,7 +82,7 @@ CONF_FILES = {
 }
 GPU_FILES = {"gpu-b-[0-1]": 2}
 NODES = ["gpu-a-0", "gpu-a-1", "gpu-b-0", "gpu-b-1"]
-README = Path(__file__).parent / "slurmlab" / "README.md"
+README = Path(__file__).resolve().parent.parent / "testing" / "slurmlab" / "README.md"
 
 
 @pytest.fixture(scope="module", params=FLAVORS)
@@ -235,18 +235,18 @@ def test_start_failure_raises_with_log(flavor: Flavor, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
-def test_check_rejected(flavor: Flavor, tmp_path: Path) -> None:
+def test_check_config(flavor: Flavor, tmp_path: Path) -> None:
     require_flavor(flavor)
-    rc, out = check_rejected(CONF_FILES, flavor, tmp_path / "good")
-    assert rc == 124, out
+    good = check_config(CONF_FILES, flavor, tmp_path / "good")
+    assert good.accepted and good.answered and good.exit_code is None, good.output
     bad = {**CONF_FILES, "slurm.conf": SLURM_CONF + "SlurmctldPortt=1\n"}
-    rc, out = check_rejected(bad, flavor, tmp_path / "typo")
-    assert rc not in (0, 124)
-    assert "SlurmctldPortt" in out
+    typo = check_config(bad, flavor, tmp_path / "typo")
+    assert not typo.accepted and typo.exit_code not in (None, 0)
+    assert "SlurmctldPortt" in typo.output
     bad = {**CONF_FILES, "topology.conf": CONF_FILES["topology.conf"].replace("leaf-b\n", "leaf-c\n")}
-    rc, out = check_rejected(bad, flavor, tmp_path / "topo")
-    assert rc not in (0, 124)
-    assert "leaf-c" in out
+    topo = check_config(bad, flavor, tmp_path / "topo")
+    assert not topo.accepted and topo.exit_code not in (None, 0)
+    assert "leaf-c" in topo.output
     assert leaked_mounts(flavor) == []
 
 

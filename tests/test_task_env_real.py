@@ -20,7 +20,7 @@ from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import render_slurm_files
-from tests.slurmlab import SlurmLab, require_flavor, stand_in_health_check
+from testing.slurmlab import SlurmLab, require_flavor, stand_in_health_check
 
 
 def small_cpu_cluster() -> dict[str, Any]:

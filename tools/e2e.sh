@@ -2,7 +2,7 @@
 # The container tier: builds the image (images/Dockerfile + images/install.sh on a debootstrap'd Debian
 # base), runs the rendered pods of the local and the GPU-shaped stack as podman pods and drives the
 # scenarios of docs/containers.md. Prints one line per scenario and `e2e: N passed, N failed`.
-# Run as root on Debian bookworm; installs what it needs. Arguments go to `python3 -m tests.e2e`
+# Run as root on Debian bookworm; installs what it needs. Arguments go to `python3 -m testing.e2e`
 # (e.g. --declaration local --only 3). The base root filesystem is cached in ~/.cache/slonk-infra/e2e.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,4 +27,4 @@ fi
 # it is reused when tools/test.sh made it already).
 bash tools/venv.sh >/dev/null
 # The harness removes what it created on SIGTERM; the limit keeps a hung run from holding CI.
-exec timeout --signal=TERM --kill-after=120 "${SLONK_E2E_TIMEOUT:-1800}" "${SLONK_VENV:-.venv}/bin/python" -m tests.e2e "$@"
+exec timeout --signal=TERM --kill-after=120 "${SLONK_E2E_TIMEOUT:-1800}" "${SLONK_VENV:-.venv}/bin/python" -m testing.e2e "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the two Slurm flavors used by tests/slurmlab:
+# Installs the two Slurm flavors used by testing/slurmlab:
 #   host:   Debian bookworm's slurm-wlm (22.05) + munge, from the host's apt sources
 #   chroot: a Debian sid chroot (Slurm 26.05+) made with debootstrap
 # Idempotent: an existing chroot whose slurmctld runs is reused.
@@ -19,7 +19,7 @@ export DEBIAN_FRONTEND=noninteractive
 # slurm-wlm-jwt-plugin carries auth_jwt.so: rendered configs may set
 # AuthAltTypes=auth/jwt, which slurmctld cannot load without it.
 # iproute2 provides `ip`, used to give the chroot flavor's private network an address.
-# slurmrestd: the operations controller's tests talk to real slurmrestd (tests/slurmlab/restd.py).
+# slurmrestd: the operations controller's tests talk to real slurmrestd (testing/slurmlab/restd.py).
 HOST_PKGS=(slurm-wlm slurm-wlm-jwt-plugin munge debootstrap iproute2 slurmrestd)
 CHROOT_PKGS=(slurmctld slurmd slurm-client slurm-wlm-jwt-plugin munge slurmrestd)
 

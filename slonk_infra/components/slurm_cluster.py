@@ -10,9 +10,10 @@ import pulumi_random as random
 import pulumi_tls as tls
 
 from slonk_infra import tokens
-from slonk_infra.binding import SYSTEM_ROLE, SYSTEM_ROLE_LABEL, CloudResult
+from slonk_infra.binding import CloudResult
 from slonk_infra.components.kube_objects import declare
-from slonk_infra.kube.manifests import ClusterIPOf, KubeInputs, build_manifests
+from slonk_infra.kube.inputs import ClusterKeys, from_cloud
+from slonk_infra.kube.manifests import ClusterIPOf, build_manifests
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
 
@@ -67,15 +68,12 @@ class SlurmCluster(pulumi.ComponentResource):
         host_key = tls.PrivateKey(
             f"{name}-login-host-key", algorithm="ED25519", opts=pulumi.ResourceOptions(parent=self, protect=True)
         )
-        inputs = KubeInputs(
+        keys = ClusterKeys(
             munge_key_b64=munge.base64,
             login_host_key_b64=host_key.private_key_openssh.apply(_b64),
             jwt_key_b64=jwt.base64 if jwt else None,
-            pin_to_pools=cloud.pin_to_pools,
-            volume_sources={k: {**v.pv_source} for k, v in cloud.volumes.items()},
-            system_selector={SYSTEM_ROLE_LABEL: SYSTEM_ROLE} if cloud.pin_to_pools else {},
-            topology_labels=tuple(cloud.topology_labels),
         )
+        inputs = from_cloud(cloud, keys)
         manifests = build_manifests(plan, self.files, inputs)
         base = pulumi.ResourceOptions(parent=self, provider=cloud.provider)
         self.objects = {}

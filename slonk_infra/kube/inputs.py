@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+from slonk_infra import vocab
 
 
 class ClusterIPOf(str):
@@ -44,3 +46,61 @@ class KubeInputs:
     """Node selector of the controller and login pods (the cloud's system pool)."""
     topology_labels: tuple[str, ...] = ()
     """Node labels carrying the cloud's physical topology (GKE block/subblock/host, EKS network layers)."""
+
+
+class CloudVolume(Protocol):
+    """A shared filesystem as a cloud layer hands it over (:class:`slonk_infra.binding.VolumeSource`)."""
+
+    @property
+    def pv_source(self) -> Mapping[str, Any]:
+        """PersistentVolume spec keys saying where the data is (``csi`` or ``nfs``, ``mountOptions``)."""
+        ...
+
+
+class CloudFacts(Protocol):
+    """What the Slurm layer reads of a cloud layer's result (:class:`slonk_infra.binding.CloudResult`).
+
+    A protocol rather than the class itself, so this layer stays free of the Pulumi-bound binding module.
+    """
+
+    @property
+    def pin_to_pools(self) -> bool:
+        """Whether worker pods are pinned one per node of their own pool."""
+        ...
+
+    @property
+    def volumes(self) -> Mapping[str, CloudVolume]:
+        """The cloud's shared filesystems, by storage name."""
+        ...
+
+    @property
+    def topology_labels(self) -> tuple[str, ...]:
+        """Node labels carrying the cloud's physical topology."""
+        ...
+
+
+@dataclass(frozen=True)
+class ClusterKeys:
+    """The cluster's generated secrets, base64; values may be Pulumi Outputs."""
+
+    munge_key_b64: Any
+    """The munge key."""
+    login_host_key_b64: Any
+    """The login pods' SSH host key (OpenSSH private key)."""
+    jwt_key_b64: Any = None
+    """slurmctld's JWT signing key; None without slurmrestd."""
+
+
+def from_cloud(cloud: CloudFacts, keys: ClusterKeys) -> KubeInputs:
+    """The inputs of :func:`slonk_infra.kube.manifests.build_manifests` for a cloud layer's result and the
+    cluster's keys: what the SlurmCluster component hands the builders, and the container tier with it."""
+    return KubeInputs(
+        munge_key_b64=keys.munge_key_b64,
+        login_host_key_b64=keys.login_host_key_b64,
+        jwt_key_b64=keys.jwt_key_b64,
+        pin_to_pools=cloud.pin_to_pools,
+        volume_sources={name: {**vol.pv_source} for name, vol in cloud.volumes.items()},
+        # Where workers are pinned to their pools, the cloud also has a system pool for the control pods.
+        system_selector={vocab.SYSTEM_ROLE_LABEL: vocab.SYSTEM_ROLE} if cloud.pin_to_pools else {},
+        topology_labels=tuple(cloud.topology_labels),
+    )

@@ -1,43 +1,134 @@
-"""GRES counts per node from ``slurm.conf`` NodeName lines and from ``gres.conf``.
+"""Slurm's config file syntax (slurm.conf, gres.conf, cgroup.conf), read once for the whole repository.
 
-Only what the GRES policy needs: node names (hostlist-compressed, expanded with python-hostlist) and
-per-node counts of each GRES name. Slurm keys are case-insensitive; ``NodeName=DEFAULT`` lines set values
-for the lines after them; a trailing backslash continues a line.
+The tokenizer keeps every logical line's physical text, so a caller that rewrites some lines can copy
+the others byte for byte (the test lab does); on top of it, what the GRES policy needs: node names
+(hostlist-compressed, expanded with python-hostlist) and per-node counts of each GRES name.
+
+Syntax: a ``#`` outside double quotes (and not after a backslash) starts a comment; a trailing backslash
+continues a line; tokens are separated by whitespace outside double quotes; ``Key=Value`` keys are
+case-insensitive; ``NodeName=DEFAULT`` lines set values for the NodeName lines after them.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import hostlist
 
 ALL_NODES = "*"  # gres.conf lines without NodeName apply to every node that reads the file
 _COUNT_RE = re.compile(r"^(\d+)([KMGT]?)$", re.IGNORECASE)
 _MULTIPLIERS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_CONTINUATION = re.compile(r"\\\r?\n")
 
 
-def _logical_lines(text: str) -> Iterator[str]:
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].rstrip()
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
+@dataclass(frozen=True)
+class Line:
+    """One logical line of a config file."""
+
+    raw: str
+    """The physical line(s) exactly as given, newlines and continuation backslashes included."""
+    tokens: tuple[str, ...]
+    """Whitespace-separated tokens outside quotes (quotes kept), the comment left out."""
+    comment: str
+    """The comment, from its ``#``; '' when none."""
+
+
+def _strip_comment(text: str) -> tuple[str, str]:
+    in_quote = False
+    prev = ""
+    for i, ch in enumerate(text):
+        if ch == '"':
+            in_quote = not in_quote
+        elif ch == "#" and not in_quote and prev != "\\":
+            return text[:i], text[i:]
+        prev = ch
+    return text, ""
+
+
+def _split_tokens(text: str) -> tuple[str, ...]:
+    tokens: list[str] = []
+    cur: list[str] = []
+    in_quote = False
+    for ch in text:
+        if ch == '"':
+            in_quote = not in_quote
+            cur.append(ch)
+        elif ch.isspace() and not in_quote:
+            if cur:
+                tokens.append("".join(cur))
+                cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        tokens.append("".join(cur))
+    return tuple(tokens)
+
+
+def lines(text: str) -> list[Line]:
+    """Every logical line of ``text``, blank and comment-only ones included (their ``tokens`` are empty)."""
+    out: list[Line] = []
+    pending: list[str] = []
+    for phys in text.splitlines(keepends=True):
+        pending.append(phys)
+        if phys.rstrip("\r\n").endswith("\\"):
             continue
-        line = (pending + line).strip()
-        pending = ""
-        if line:
-            yield line
-    if pending.strip():
-        yield pending.strip()
+        raw = "".join(pending)
+        pending = []
+        body, comment = _strip_comment(_CONTINUATION.sub(" ", raw).rstrip("\r\n"))
+        out.append(Line(raw, _split_tokens(body), comment))
+    if pending:  # a continuation backslash on the last line
+        raw = "".join(pending)
+        body, comment = _strip_comment(_CONTINUATION.sub(" ", raw).rstrip("\\\r\n"))
+        out.append(Line(raw, _split_tokens(body), comment))
+    return out
 
 
-def _fields(line: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for token in line.split():
-        key, sep, value = token.partition("=")
-        if sep:
-            out[key.lower()] = value
+def key_value(token: str) -> tuple[str, str] | None:
+    """``Key=Value`` -> (``Key``, ``Value``) as written; None for a token without ``=``."""
+    if "=" not in token:
+        return None
+    key, _, value = token.partition("=")
+    return key, value
+
+
+def unquote(value: str) -> str:
+    """A value without its surrounding double quotes."""
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
+def fields(line: Line) -> dict[str, str]:
+    """Lowercase key -> unquoted value of every ``Key=Value`` token of a line (the last one wins)."""
+    return {key.lower(): unquote(value) for key, value in filter(None, map(key_value, line.tokens))}
+
+
+@dataclass(frozen=True)
+class NodeLine:
+    """A ``NodeName=`` line other than DEFAULT, with the DEFAULT values before it applied."""
+
+    names: list[str]
+    """Its node names, hostlist expanded."""
+    values: dict[str, str]
+    """Lowercase key -> unquoted value, the NodeName key itself included."""
+
+
+def node_lines(texts: Iterable[str]) -> list[NodeLine]:
+    """The NodeName lines of slurm.conf and the files it includes, given in the order Slurm reads them."""
+    out: list[NodeLine] = []
+    defaults: dict[str, str] = {}
+    for text in texts:
+        for line in lines(text):
+            values = fields(line)
+            first = key_value(line.tokens[0]) if line.tokens else None
+            if first is None or first[0].lower() != "nodename":
+                continue
+            if first[1].upper() == "DEFAULT":
+                defaults.update({k: v for k, v in values.items() if k != "nodename"})
+                continue
+            out.append(NodeLine(list(hostlist.expand_hostlist(first[1])), {**defaults, **values}))
     return out
 
 
@@ -64,37 +155,26 @@ def parse_gres_spec(spec: str) -> dict[str, int]:
 
 def node_gres(slurm_conf: str) -> dict[str, dict[str, int]]:
     """Node name -> GRES name -> count, for every node a NodeName line declares."""
-    nodes: dict[str, dict[str, int]] = {}
-    default_gres = ""
-    for line in _logical_lines(slurm_conf):
-        fields = _fields(line)
-        names = fields.get("nodename")
-        if names is None:
-            continue
-        if names.upper() == "DEFAULT":
-            default_gres = fields.get("gres", default_gres)
-            continue
-        gres = parse_gres_spec(fields.get("gres", default_gres))
-        for node in hostlist.expand_hostlist(names):
-            nodes[node] = gres
-    return nodes
+    return {
+        node: parse_gres_spec(line.values.get("gres", "")) for line in node_lines([slurm_conf]) for node in line.names
+    }
 
 
 def gres_conf_counts(gres_conf: str) -> dict[str, dict[str, int]]:
     """Node name (or :data:`ALL_NODES`) -> GRES name -> devices gres.conf gives it."""
     out: dict[str, dict[str, int]] = {}
-    for line in _logical_lines(gres_conf):
-        fields = _fields(line)
-        name = fields.get("name")
+    for line in lines(gres_conf):
+        values = fields(line)
+        name = values.get("name")
         if name is None:
             continue  # AutoDetect=..., or a line this check does not model
-        if "count" in fields:
-            count = parse_count(fields["count"]) or 0
-        elif "file" in fields:
-            count = len(hostlist.expand_hostlist(fields["file"]))
+        if "count" in values:
+            count = parse_count(values["count"]) or 0
+        elif "file" in values:
+            count = len(hostlist.expand_hostlist(values["file"]))
         else:
             count = 1
-        targets = hostlist.expand_hostlist(fields["nodename"]) if "nodename" in fields else [ALL_NODES]
+        targets = hostlist.expand_hostlist(values["nodename"]) if "nodename" in values else [ALL_NODES]
         for node in targets:
             per_node = out.setdefault(node, {})
             per_node[name] = per_node.get(name, 0) + count

@@ -37,8 +37,8 @@ SCRIPTS = (
     "nfs-server.sh",
 )
 # Files beside the scripts that healthcheck.sh reads.
-HEALTH_SPEC = "health.json"
-HEALTH_GROUPS = "health-groups.txt"
+HEALTH_SPEC = vocab.HEALTH_SPEC_FILE
+HEALTH_GROUPS = vocab.HEALTH_GROUPS_FILE
 SETTINGS: dict[str, str] = {
     "CONF_DIR": vocab.CONF_DIR,
     "SLURMCTLD_PORT": str(vocab.SLURMCTLD_PORT),

@@ -6,8 +6,8 @@ import re
 import shlex
 import time
 
-from tests.e2e.cluster import Cluster
-from tests.e2e.podman import PodmanError, wait_for
+from testing.e2e.cluster import Cluster
+from testing.e2e.podman import PodmanError, wait_for
 
 LOGIN = "login-0"
 

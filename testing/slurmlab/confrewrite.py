@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import hostlist
 
+from slonk_infra.policy import slurmconf
+
 __all__ = [
     "OVERRIDES",
     "ConfigError",
@@ -21,7 +23,6 @@ __all__ = [
     "LabContext",
     "Override",
     "RenderedLab",
-    "node_gres",
     "parse_node_names",
     "render_lab_config",
 ]
@@ -196,78 +197,7 @@ class RenderedLab:
     """Names (keys of ``files``) that must be executable."""
 
 
-# --- tokenizing -------------------------------------------------------------
-
-
-@dataclass
-class _Line:
-    raw: str
-    """The physical line(s) exactly as given, including newline(s)."""
-    tokens: list[str]
-    comment: str
-
-
-def _strip_comment(text: str) -> tuple[str, str]:
-    in_quote = False
-    prev = ""
-    for i, ch in enumerate(text):
-        if ch == '"':
-            in_quote = not in_quote
-        elif ch == "#" and not in_quote and prev != "\\":
-            return text[:i], text[i:]
-        prev = ch
-    return text, ""
-
-
-def _split_tokens(text: str) -> list[str]:
-    tokens: list[str] = []
-    cur: list[str] = []
-    in_quote = False
-    for ch in text:
-        if ch == '"':
-            in_quote = not in_quote
-            cur.append(ch)
-        elif ch.isspace() and not in_quote:
-            if cur:
-                tokens.append("".join(cur))
-                cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        tokens.append("".join(cur))
-    return tokens
-
-
-def _lines(text: str) -> list[_Line]:
-    out: list[_Line] = []
-    pending: list[str] = []
-    for phys in text.splitlines(keepends=True):
-        pending.append(phys)
-        if phys.rstrip("\r\n").endswith("\\"):
-            continue
-        raw = "".join(pending)
-        pending = []
-        joined = re.sub(r"\\\r?\n", " ", raw).rstrip("\r\n")
-        body, comment = _strip_comment(joined)
-        out.append(_Line(raw, _split_tokens(body), comment))
-    if pending:
-        raw = "".join(pending)
-        body, comment = _strip_comment(re.sub(r"\\\r?\n", " ", raw).rstrip("\\\r\n"))
-        out.append(_Line(raw, _split_tokens(body), comment))
-    return out
-
-
-def _kv(token: str) -> tuple[str, str] | None:
-    if "=" not in token:
-        return None
-    key, _, value = token.partition("=")
-    return key, value
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        return value[1:-1]
-    return value
+# --- tokenizing: slonk_infra.policy.slurmconf, the repository's one reader of Slurm's syntax ---------
 
 
 def _emit(tokens: Iterable[str], comment: str = "") -> str:
@@ -287,9 +217,9 @@ def _dropped(raw: str) -> str:
 
 def _includes(text: str) -> list[str]:
     paths = []
-    for line in _lines(text):
+    for line in slurmconf.lines(text):
         if len(line.tokens) >= 2 and line.tokens[0].lower() == "include":
-            paths.append(_unquote(line.tokens[1]))
+            paths.append(slurmconf.unquote(line.tokens[1]))
     return paths
 
 
@@ -324,55 +254,32 @@ def _slurm_conf_texts(conf_files: Mapping[str, str]) -> list[tuple[str, str]]:
     return [(name, conf_files[name]) for name in order]
 
 
-def _node_lines(conf_files: Mapping[str, str]) -> list[tuple[list[str], dict[str, str]]]:
-    """(expanded names, lowercase key -> value incl. NodeName=DEFAULT values) per NodeName line."""
-    out: list[tuple[list[str], dict[str, str]]] = []
-    defaults: dict[str, str] = {}
-    for _, text in _slurm_conf_texts(conf_files):
-        for line in _lines(text):
-            first = _kv(line.tokens[0]) if line.tokens else None
-            if first is None or first[0].lower() != "nodename":
-                continue
-            values = {k.lower(): _unquote(v) for k, v in filter(None, map(_kv, line.tokens[1:]))}
-            if first[1].upper() == "DEFAULT":
-                defaults.update(values)
-                continue
-            out.append((list(hostlist.expand_hostlist(first[1])), {**defaults, **values}))
-    return out
-
-
 def parse_node_names(conf_files: Mapping[str, str]) -> list[str]:
     """All node names defined by NodeName lines (hostlists expanded), in file order."""
     names: list[str] = []
-    for expanded, _ in _node_lines(conf_files):
-        names.extend(n for n in expanded if n not in names)
+    for line in _node_lines(conf_files):
+        names.extend(n for n in line.names if n not in names)
     return names
 
 
-def node_gres(conf_files: Mapping[str, str]) -> dict[str, str]:
-    """Node name -> its ``Gres=`` value from slurm.conf ('' when none)."""
-    out: dict[str, str] = {}
-    for expanded, values in _node_lines(conf_files):
-        for name in expanded:
-            out[name] = values.get("gres", "")
-    return out
+def _node_lines(conf_files: Mapping[str, str]) -> list[slurmconf.NodeLine]:
+    return slurmconf.node_lines(text for _, text in _slurm_conf_texts(conf_files))
 
 
 def _global_values(conf_files: Mapping[str, str]) -> dict[str, str]:
     values: dict[str, str] = {}
     for _, text in _slurm_conf_texts(conf_files):
-        for line in _lines(text):
-            first = _kv(line.tokens[0]) if line.tokens else None
+        for line in slurmconf.lines(text):
+            first = slurmconf.key_value(line.tokens[0]) if line.tokens else None
             if first is None or first[0].lower() in {"nodename", "partitionname", "nodeset", "downnodes"}:
                 continue
-            for kv in filter(None, map(_kv, line.tokens)):
-                values[kv[0].lower()] = _unquote(kv[1])
+            values.update(slurmconf.fields(line))
     return values
 
 
 def _replace_item(value: str, name: str, new: str) -> str:
     """Sets ``name=new`` in a comma list such as AuthInfo, keeping the other items."""
-    items = [i for i in _unquote(value).split(",") if i and not i.lower().startswith(name + "=")]
+    items = [i for i in slurmconf.unquote(value).split(",") if i and not i.lower().startswith(name + "=")]
     return ",".join([f"{name}={new}", *items])
 
 
@@ -393,7 +300,7 @@ class _SlurmConfRewriter:
         return f"{self.ctx.root}/{rel}"
 
     def _file_value(self, key: str, value: str) -> str | None:
-        paths = _unquote(value).split(",")
+        paths = slurmconf.unquote(value).split(",")
         new: list[str] = []
         for p in paths:
             rel = _match_file(p, self.files)
@@ -436,7 +343,7 @@ class _SlurmConfRewriter:
         if key in _CONTROLLER_DROP:
             return None
         if key == "slurmdparameters":
-            items = [i for i in _unquote(value).split(",") if i]
+            items = [i for i in slurmconf.unquote(value).split(",") if i]
             if "config_overrides" not in (i.lower() for i in items):
                 items.append("config_overrides")
             return ",".join(items)
@@ -449,19 +356,19 @@ class _SlurmConfRewriter:
         if key == "authaltparameters" and "jwt_key=" in value.lower():
             self.out.secret_files.append("etc/jwt_hs256.key")
             return _replace_item(value, "jwt_key", self._path("etc/jwt_hs256.key"))
-        if key == "jobacctgathertype" and _unquote(value).endswith("/cgroup"):
+        if key == "jobacctgathertype" and slurmconf.unquote(value).endswith("/cgroup"):
             return "jobacct_gather/linux"
         if key in _REQUIRED_SCRIPTS or key in _OPTIONAL_FILES:
             new = self._file_value(key, value)
             return value if new is None else new
         return value
 
-    def _node_line(self, line: _Line) -> str:
-        first = _kv(line.tokens[0])
+    def _node_line(self, line: slurmconf.Line) -> str:
+        first = slurmconf.key_value(line.tokens[0])
         assert first is not None
         if first[1].upper() == "DEFAULT":
             return line.raw
-        rest = [t for t in line.tokens[1:] if (_kv(t) or ("",))[0].lower() not in _NODE_DROP]
+        rest = [t for t in line.tokens[1:] if (slurmconf.key_value(t) or ("",))[0].lower() not in _NODE_DROP]
         text = ""
         for name in hostlist.expand_hostlist(first[1]):
             port = self.ctx.node_ports[name]
@@ -471,18 +378,18 @@ class _SlurmConfRewriter:
 
     def rewrite(self, text: str, main: bool) -> str:
         parts: list[str] = []
-        for line in _lines(text):
+        for line in slurmconf.lines(text):
             if not line.tokens:
                 parts.append(line.raw)
                 continue
             if line.tokens[0].lower() == "include" and len(line.tokens) >= 2:
-                rel = _match_file(_unquote(line.tokens[1]), self.files)
+                rel = _match_file(slurmconf.unquote(line.tokens[1]), self.files)
                 if rel is None:
                     parts.append(line.raw)
                 else:
                     parts.append(_emit([line.tokens[0], self._path(f"etc/{rel}"), *line.tokens[2:]]))
                 continue
-            first = _kv(line.tokens[0])
+            first = slurmconf.key_value(line.tokens[0])
             if first is not None and first[0].lower() == "nodename":
                 parts.append(self._node_line(line))
                 continue
@@ -492,7 +399,7 @@ class _SlurmConfRewriter:
             new_tokens: list[str] = []
             changed = False
             for tok in line.tokens:
-                kv = _kv(tok)
+                kv = slurmconf.key_value(tok)
                 if kv is None:
                     new_tokens.append(tok)
                     continue
@@ -586,12 +493,12 @@ def _rewrite_gres(
     all_nodes = parse_node_names(conf_files)
     extra_nodes = set(gpu_files_per_node)
     parts: list[str] = []
-    for line in _lines(text):
-        kvs = [_kv(t) for t in line.tokens]
+    for line in slurmconf.lines(text):
+        kvs = [slurmconf.key_value(t) for t in line.tokens]
         if not line.tokens or any(kv is None for kv in kvs):
             parts.append(line.raw)
             continue
-        values = {k.lower(): _unquote(v) for k, v in filter(None, kvs)}
+        values = slurmconf.fields(line)
         is_gpu = values.get("name") == "gpu"
         covered = set(_gres_line_nodes(values, all_nodes)) & extra_nodes
         if is_gpu and covered:
@@ -608,7 +515,7 @@ def _rewrite_gres(
             assert kv is not None
             key = kv[0].lower()
             if key == "file":
-                paths = hostlist.expand_hostlist(_unquote(kv[1]))
+                paths = hostlist.expand_hostlist(slurmconf.unquote(kv[1]))
                 rels = [_fake_device(p, devices) for p in paths]
                 new_tokens.append(f"{kv[0]}=" + ",".join(f"{ctx.root}/{r}" for r in rels))
                 changed = True
@@ -619,7 +526,7 @@ def _rewrite_gres(
                 new_tokens.append(tok)
         parts.append(_emit(new_tokens, line.comment) if changed else line.raw)
     if gpu_files_per_node:
-        gres = node_gres(conf_files)
+        gres = {name: line.values.get("gres", "") for line in _node_lines(conf_files) for name in line.names}
         parts.append("# slurmlab fake GPUs from gpu_files_per_node\n")
         for node, count in gpu_files_per_node.items():
             if node not in gres:
@@ -640,8 +547,8 @@ def _rewrite_gres(
 def _rewrite_cgroup(text: str, plugin: str) -> str:
     parts: list[str] = []
     seen = False
-    for line in _lines(text):
-        kvs = [_kv(t) for t in line.tokens]
+    for line in slurmconf.lines(text):
+        kvs = [slurmconf.key_value(t) for t in line.tokens]
         if any(kv is not None and kv[0].lower() == "cgroupplugin" for kv in kvs):
             seen = True
             parts.append(f"CgroupPlugin={plugin}\n")

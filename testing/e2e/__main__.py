@@ -1,4 +1,4 @@
-"""``python3 -m tests.e2e``: build the image, run each declaration's pods, print one line per scenario.
+"""``python3 -m testing.e2e``: build the image, run each declaration's pods, print one line per scenario.
 
 Output ends with ``e2e: N passed, N failed (...)``; the exit status is 0 only when nothing failed.
 Options: ``--declaration local|gpu-shaped`` (repeatable; default both), ``--only N`` (repeatable),
@@ -8,7 +8,6 @@ Options: ``--declaration local|gpu-shaped`` (repeatable; default both), ``--only
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import sys
@@ -18,18 +17,16 @@ import traceback
 from pathlib import Path
 from types import FrameType
 
-from tests.e2e.cluster import Cluster
-from tests.e2e.image import build_image, ssh_keygen
-from tests.e2e.podman import Podman
-from tests.e2e.scenarios import SCENARIOS
-from tests.e2e.stack import DECLARATIONS, ClusterSecrets, render
-
-SLURM_VERSION = os.environ.get("SLONK_E2E_SLURM", "26.05")
+from testing.e2e.cluster import Cluster
+from testing.e2e.image import SLURM_VERSION, build_image, ssh_keygen
+from testing.e2e.podman import Podman
+from testing.e2e.scenarios import SCENARIOS
+from testing.e2e.stack import DECLARATIONS, ClusterSecrets, render
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the tier; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python3 -m tests.e2e", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python3 -m testing.e2e", description=__doc__)
     parser.add_argument("--declaration", action="append", choices=sorted(DECLARATIONS))
     parser.add_argument("--only", action="append", type=int, help="scenario numbers to run (1 always runs)")
     parser.add_argument("--keep", action="store_true", help="leave the pods and network for inspection")
@@ -103,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         failed += 1
     finally:
         if args.keep:
-            print(f"e2e: kept; remove with: python3 -m tests.e2e --remove {workdir}", flush=True)
+            print(f"e2e: kept; remove with: python3 -m testing.e2e --remove {workdir}", flush=True)
         else:
             left = podman.cleanup()
             if left:

@@ -28,10 +28,10 @@ from pathlib import Path
 
 from slonk_infra import vocab
 from slonk_infra.plan import naming
-from tests.e2e.kube import Obj, fill_volume
-from tests.e2e.podman import Podman, PodmanError, wait_for
-from tests.e2e.pods import DeleteResult, PodInstance, PodOptions, PodRunner
-from tests.e2e.stack import LOGIN_HOST_ALIAS, ClusterSecrets, Rendered
+from testing.e2e.kube import Obj, fill_volume
+from testing.e2e.podman import Podman, PodmanError, wait_for
+from testing.e2e.pods import DeleteResult, PodInstance, PodOptions, PodRunner
+from testing.e2e.stack import LOGIN_HOST_ALIAS, ClusterSecrets, Rendered
 
 
 @dataclass
@@ -76,7 +76,7 @@ class Cluster:
 
     def controller(self) -> PodInstance:
         """The slurmctld pod."""
-        return self.pods["slurmctld-0"]
+        return self.pods[f"{naming.CONTROLLER}-0"]
 
     def login(self) -> PodInstance:
         """The first login pod."""
@@ -96,8 +96,8 @@ class Cluster:
         """Create every replica; returns seconds until all pods' containers were started."""
         t0 = time.monotonic()
         stss = self.rendered.statefulsets()
-        first = [s for s in stss if s["metadata"]["name"] == "slurmctld"]
-        rest = [s for s in stss if s["metadata"]["name"] != "slurmctld"]
+        first = [s for s in stss if s["metadata"]["name"] == naming.CONTROLLER]
+        rest = [s for s in stss if s["metadata"]["name"] != naming.CONTROLLER]
         for sts in first:
             self._create(sts, 0)
         jobs: list[Callable[[], PodInstance]] = [
@@ -141,6 +141,21 @@ class Cluster:
         if kind == "Deployment":
             return result, self._create_from_deployment(self.rendered.objects.get(kind, owner))
         return result, self._create(self.statefulset(owner), int(name.rsplit("-", 1)[1]))
+
+    def lose(self, name: str) -> PodInstance:
+        """The pod vanishes without its preStop hook (its node lost, an OOM kill) and nothing makes it again
+        until :meth:`recreate`; returns the pod that was lost."""
+        pod = self.pods.pop(name)
+        self.podman.remove_pod(pod.podman_name, timeout=0)
+        return pod
+
+    def recreate(self, name: str) -> PodInstance:
+        """The StatefulSet makes replica ``name`` again, after :meth:`lose` or ``delete_pod(name, recreate=False)``:
+        same name, a new address, the options set for it in :attr:`options` now."""
+        if name in self.pods:
+            raise ValueError(f"{name} is running; delete or lose it first")
+        owner, _, ordinal = name.rpartition("-")
+        return self._create(self.statefulset(owner), int(ordinal))
 
     def apply(self, rendered: Rendered) -> ApplyResult:
         """Apply a new render of the same stack (see the module docstring)."""

@@ -11,7 +11,7 @@ Two flavors:
   and client commands enter that namespace with ``nsenter`` and ``chroot``.
 
 The rendered files are rewritten only as listed in
-:data:`tests.slurmlab.confrewrite.OVERRIDES` (re-exported here), so what is
+:data:`testing.slurmlab.confrewrite.OVERRIDES` (re-exported here), so what is
 tested is what would be deployed.
 """
 
@@ -33,6 +33,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal, get_args
 
@@ -52,12 +53,13 @@ __all__ = [
     "FLAVORS",
     "OVERRIDES",
     "ConfigError",
+    "ConfigVerdict",
     "Flavor",
     "Override",
     "SlurmLab",
     "SlurmLabError",
     "available_flavors",
-    "check_rejected",
+    "check_config",
     "chroot_path",
     "flavor_version",
     "leaked_mounts",
@@ -132,7 +134,7 @@ def _missing_for(flavor: Flavor) -> list[str]:
 
 
 @functools.cache
-def available_flavors() -> list[str]:
+def available_flavors() -> list[Flavor]:
     """Flavors whose Slurm is installed here (run tools/install-slurm.sh to get both)."""
     return [f for f in FLAVORS if not _missing_for(f)]
 
@@ -911,39 +913,49 @@ class SlurmLab:
             stop_pids(pids, timeout=3.0)
 
 
-def check_rejected(
+@dataclass(frozen=True)
+class ConfigVerdict:
+    """What slurmctld made of a set of files (see :func:`check_config`)."""
+
+    accepted: bool
+    """slurmctld kept running: it answered a ping (the config fully loaded), or was still loading at the timeout."""
+    answered: bool
+    """slurmctld answered a ping before the verdict."""
+    exit_code: int | None
+    """slurmctld's exit status when it stopped; None while it ran."""
+    output: str
+    """slurmctld's stdout/stderr and the end of its log file."""
+
+
+def check_config(
     conf_files: Mapping[str, str],
     flavor: Flavor,
     workdir: Path,
     timeout: float = 20.0,
-) -> tuple[int, str]:
-    """Starts only munged and ``slurmctld -D`` with the (overridden) files.
-
-    Returns ``(rc, output)`` where output is slurmctld's stdout/stderr plus its
-    log file.  rc is slurmctld's exit code, or 124 if it still runs after
-    ``timeout`` or once it answers a ping (the config was fully loaded then).
-    rc not in {0, 124} means Slurm rejected the config.
-    """
+) -> ConfigVerdict:
+    """Starts only munged and ``slurmctld -D`` with the (overridden) files and says whether slurmctld
+    accepted them: it still runs once it answers a ping or after ``timeout``. A rejected config is one
+    slurmctld exits on, with the reason in ``output``."""
     lab = SlurmLab(conf_files, flavor, workdir)
     try:
         lab.setup()
         proc = lab.spawn_controller()
         deadline = time.monotonic() + timeout
         rc: int | None = None
+        answered = False
         while time.monotonic() < deadline:
             rc = proc.exit_code()
             if rc is not None:
                 break
             if lab.ping():
+                answered = True
                 # Config parsing and plugin setup finish before the RPC port
                 # opens; give late errors a moment anyway.
                 time.sleep(0.5)
                 rc = proc.exit_code()
                 break
             time.sleep(0.05)
-        if rc is None:
-            rc = 124
         output = tail(workdir / "log" / "slurmctld.out", 400) + "\n" + tail(workdir / "log" / "slurmctld.log", 400)
-        return rc, output
+        return ConfigVerdict(accepted=rc is None, answered=answered, exit_code=rc, output=output)
     finally:
         lab.stop()

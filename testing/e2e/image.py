@@ -18,10 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.e2e.podman import Podman, PodmanError
+from testing.e2e.podman import Podman, PodmanError
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("SLONK_E2E_CACHE", str(Path.home() / ".cache" / "slonk-infra" / "e2e")))
+# The Slurm release the test image carries unless SLONK_E2E_SLURM names another (a key of SUITES).
+SLURM_VERSION = os.environ.get("SLONK_E2E_SLURM", "26.05")
 # The Debian suite whose own packages carry each Slurm release (install.sh installs from packages
 # when the base's registry has the declared major.minor).
 SUITES = {"26.05": "sid", "24.11": "trixie", "22.05": "bookworm"}

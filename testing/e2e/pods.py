@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.e2e.kube import (
+from slonk_infra import vocab
+from testing.e2e.kube import (
     Obj,
     Objects,
     SecretOverrides,
@@ -31,9 +32,8 @@ from tests.e2e.kube import (
     dns_searches,
     fill_volume,
 )
-from tests.e2e.podman import Podman, PodmanError
+from testing.e2e.podman import Podman, PodmanError
 
-GPU_RESOURCE = "nvidia.com/gpu"
 NVIDIA_MAJOR = 195  # the character-device major of /dev/nvidia*; Slurm only stats these files
 FAKE_NVIDIA_SMI = """#!/bin/sh
 # Stand-in for the driver's nvidia-smi: lists the GPUs the device-plugin stand-in gave this container.
@@ -246,7 +246,7 @@ class PodRunner:
             host, ro = volumes[mount["name"]]
             src = host / mount["subPath"] if mount.get("subPath") else host
             args += ["--volume", f"{src}:{mount['mountPath']}:{'ro' if ro or mount.get('readOnly') else 'rw'}"]
-        gpus = int(limits.get(GPU_RESOURCE, 0))
+        gpus = int(limits.get(vocab.GPU_RESOURCE, 0))
         if gpus:
             args += self._gpu_standin(poddir / "gpu" / ctr["name"], gpus)
         command, cargs = ctr.get("command"), ctr.get("args", [])

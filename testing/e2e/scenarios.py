@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from slonk_infra import vocab
-from tests.e2e.cluster import Cluster
-from tests.e2e.jobs import LOGIN, read, submit, wait_done, wait_job
-from tests.e2e.podman import wait_for
-from tests.e2e.pods import PodOptions
-from tests.e2e.stack import rerender
+from testing.e2e.cluster import Cluster
+from testing.e2e.jobs import LOGIN, read, submit, wait_done, wait_job
+from testing.e2e.podman import wait_for
+from testing.e2e.pods import PodOptions
+from testing.e2e.stack import rerender
 
 IDLE_TIMEOUT = 180.0
 
@@ -134,10 +134,6 @@ def researcher_day(cluster: Cluster) -> str:
     )
 
 
-def _group_of(node: str) -> str:
-    return node.rsplit("-", 1)[0]
-
-
 def worker_recreated(cluster: Cluster) -> str:
     """3. A worker pod deleted comes back on a new IP; the node returns to IDLE by itself and runs the
     job queued for it meanwhile."""
@@ -148,8 +144,7 @@ def worker_recreated(cluster: Cluster) -> str:
     deleted, _ = cluster.delete_pod(node, recreate=False)
     job = submit(cluster, f"-w {node} -o {home}/s3-%j.out", "hostname", user=user)
     state = wait_job(cluster, job, ("PENDING",), 30)
-    sts = cluster.statefulset(_group_of(node))
-    pod = cluster._create(sts, int(node.rsplit("-", 1)[1]))
+    pod = cluster.recreate(node)
     if pod.ip == old_ip:
         raise AssertionError(f"{node} came back on its old IP {old_ip}; the test proves nothing")
     cluster.wait_states({node: "idle"}, IDLE_TIMEOUT)
@@ -172,10 +167,9 @@ def node_lost(cluster: Cluster, user: str | None, home: str) -> str:
     node = cluster.workers()[-1]
     first = submit(cluster, f"-w {node} -o {home}/s3-%j.out", "hostname", user=user)
     wait_done(cluster, [first], 60)
-    pod = cluster.pods.pop(node)
-    cluster.podman.remove_pod(pod.podman_name, timeout=0)
+    pod = cluster.lose(node)
     t0 = time.monotonic()
-    new = cluster._create(cluster.statefulset(_group_of(node)), int(node.rsplit("-", 1)[1]))
+    new = cluster.recreate(node)
     job = submit(cluster, f"-w {node} -o {home}/s3-%j.out", "hostname", user=user)
     wait_done(cluster, [job], 90)
     ran_s = time.monotonic() - t0
@@ -322,9 +316,10 @@ def wrong_munge_key(cluster: Cluster) -> str:
     """7. A worker given a wrong munge key stays out of the cluster and its log says why."""
     node = cluster.workers()[-1]
     cluster.delete_pod(node, recreate=False)
-    cluster.options[node] = PodOptions(secret_overrides={"munge-key": {"munge.key": secrets.token_bytes(1024)}})
-    sts = cluster.statefulset(_group_of(node))
-    cluster._create(sts, int(node.rsplit("-", 1)[1]))
+    cluster.options[node] = PodOptions(
+        secret_overrides={vocab.MUNGE_SECRET: {vocab.MUNGE_KEY_FILE: secrets.token_bytes(1024)}}
+    )
+    cluster.recreate(node)
     t0 = time.monotonic()
 
     def why() -> str | None:
@@ -341,7 +336,7 @@ def wrong_munge_key(cluster: Cluster) -> str:
     out_s = time.monotonic() - t0
     cluster.delete_pod(node, recreate=False)
     del cluster.options[node]
-    cluster._create(sts, int(node.rsplit("-", 1)[1]))
+    cluster.recreate(node)
     cluster.wait_states({node: "idle"}, IDLE_TIMEOUT)
     return (
         f"{node} stayed {state or 'unlisted'}; its log after {out_s:.0f}s: {reason.strip()[:220]}; "

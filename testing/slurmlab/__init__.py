@@ -6,7 +6,7 @@ in this directory for the override list and the two flavors.
 * :class:`SlurmLab`: the lab. ``with SlurmLab(files, flavor, workdir) as lab`` starts munged,
   slurmctld and the nodes; ``setup()`` + ``spawn_controller()`` start only what checks of the
   config itself need (``ping()`` says when slurmctld answers); ``stop()`` stops what the lab started.
-* :func:`check_rejected`: whether slurmctld refuses a set of files, with its output.
+* :func:`check_config`: whether slurmctld accepts a set of files, as a :class:`ConfigVerdict` with its output.
 * Flavors: :data:`FLAVORS`, :func:`available_flavors`, :func:`missing_reason`, :func:`flavor_version`,
   :func:`require_flavor` (pytest: fail under CI, skip otherwise).
 * The config rewrite on its own: :func:`render_lab_config` with a :class:`LabContext`, and the
@@ -20,12 +20,13 @@ from .health import HEALTHCHECK_STANDIN, stand_in_health_check
 from .lab import (
     CHROOT_ENV,
     FLAVORS,
+    ConfigVerdict,
     Daemon,
     Flavor,
     SlurmLab,
     SlurmLabError,
     available_flavors,
-    check_rejected,
+    check_config,
     chroot_path,
     flavor_version,
     leaked_mounts,
@@ -41,6 +42,7 @@ __all__ = [
     "HEALTHCHECK_STANDIN",
     "OVERRIDES",
     "ConfigError",
+    "ConfigVerdict",
     "Daemon",
     "Flavor",
     "LabContext",
@@ -50,7 +52,7 @@ __all__ = [
     "SlurmLab",
     "SlurmLabError",
     "available_flavors",
-    "check_rejected",
+    "check_config",
     "chroot_path",
     "flavor_version",
     "free_ports",

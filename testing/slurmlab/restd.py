@@ -1,4 +1,4 @@
-"""slurmrestd beside a running :class:`~tests.slurmlab.SlurmLab`, with JWT auth.
+"""slurmrestd beside a running :class:`~testing.slurmlab.SlurmLab`, with JWT auth.
 
 ::
 

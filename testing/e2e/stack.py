@@ -1,21 +1,23 @@
 """A declaration rendered into the objects the harness runs, by the library's own builders.
 
-The objects are what ``build_manifests`` returns for the validated plan and the rendered Slurm files:
-the same call the SlurmCluster component makes, with the secret values the component would generate
-at deploy time (munge key, ...) supplied by the harness. Every change the harness makes on top is a
-named stand-in, printed with the run, never a silent edit:
+The objects are what ``build_manifests`` returns for the validated plan and the rendered Slurm files,
+with the inputs :func:`slonk_infra.kube.inputs.from_cloud` makes (the call the SlurmCluster component
+makes) from the declared cloud layer's own result, run under the offline runner, and the secret values
+the component would generate at deploy time (munge key, ...), supplied by the harness. Every change
+the harness makes on top is a named stand-in, printed with the run, never a silent edit:
 
 * ``image.slurmVersion`` is set to the Slurm the test image carries (the renderer is version-aware);
 * where a declared node is larger than this machine (GPU-shaped pools), slurm.conf gets
   ``SlurmdParameters=config_overrides`` so slurmctld keeps the declared hardware rather than draining a
   2-core container that registers as a 208-core VM;
-* GPUs: see :mod:`tests.e2e.pods` (device-plugin stand-in).
+* GPUs: see :mod:`testing.e2e.pods` (device-plugin stand-in).
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import os
 import secrets
 from collections.abc import Callable
@@ -23,16 +25,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slonk_infra.clouds import build_plan
+from slonk_infra import vocab
+from slonk_infra.binding import CloudResult, VolumeSource
+from slonk_infra.clouds import build_plan, deploy_cloud
 from slonk_infra.declaration.stacks import load_declaration
-from slonk_infra.kube.manifests import KubeInputs, build_manifests
+from slonk_infra.kube.inputs import ClusterKeys, KubeInputs, from_cloud
+from slonk_infra.kube.manifests import build_manifests
+from slonk_infra.offline.runner import run_offline
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
-from slonk_infra.vocab import COMPONENT, NFS_COMPONENT, RESTAPI_COMPONENT
-from tests.e2e.kube import Obj, Objects
+from testing.e2e.kube import Obj, Objects
 
 HERE = Path(__file__).resolve().parent
-HEALTH_GROUPS = "health-groups.txt"  # slonk-health's per-group GPU and TPU counts, in the scripts ConfigMap
 REPO = HERE.parents[1]
 LOGIN_HOST_ALIAS = "login"  # the name the researchers' known_hosts gives the login Service's host key
 RESEARCHERS: list[dict[str, Any]] = [
@@ -72,14 +76,34 @@ class ClusterSecrets:
             user_public_key=(keys_dir / "id_ed25519.pub").read_text().strip(),
         )
 
-    def kube_inputs(self, plan: ClusterPlan) -> KubeInputs:
-        """The inputs the SlurmCluster component hands build_manifests, with these values."""
-        return KubeInputs(
+    def keys(self) -> ClusterKeys:
+        """These values in the form the SlurmCluster component hands over its generated ones."""
+        return ClusterKeys(
             munge_key_b64=base64.b64encode(self.munge_key).decode(),
-            jwt_key_b64=base64.b64encode(self.jwt_key).decode(),
             login_host_key_b64=base64.b64encode(self.login_host_key.encode()).decode(),
-            pin_to_pools=plan.declaration.cloud != "local",
+            jwt_key_b64=base64.b64encode(self.jwt_key).decode(),
         )
+
+    def kube_inputs(self, plan: ClusterPlan) -> KubeInputs:
+        """The inputs SlurmCluster hands build_manifests: its own function, on the declared cloud layer's
+        result (see :func:`cloud_result`) and these values."""
+        return from_cloud(cloud_result(plan), self.keys())
+
+
+def cloud_result(plan: ClusterPlan) -> CloudResult:
+    """What the plan's cloud layer hands the Slurm layer, from the layer itself run under the offline
+    runner (nothing is created), with its volume sources resolved to the fake clouds' answers.
+
+    Pods here do not mount the sources (a shared claim is one directory for every pod), but the objects
+    carry exactly what a deployed stack's would, down to the node selectors podman ignores.
+    """
+    run = run_offline(
+        lambda: deploy_cloud(plan).result,
+        lambda result: {name: dict(vol.pv_source) for name, vol in result.volumes.items()},
+    )
+    resolved: dict[str, dict[str, Any]] = run.resolved
+    volumes = {name: VolumeSource(name, source) for name, source in resolved.items()}
+    return dataclasses.replace(run.value, provider=None, volumes=volumes, node_pools={}, node_pool_names={})
 
 
 @dataclass
@@ -103,15 +127,15 @@ class Rendered:
         return [d for d in self.objects.of_kind("Deployment") if _component(d) in RUNNABLE_DEPLOYMENTS]
 
 
-RUNNABLE_DEPLOYMENTS = {RESTAPI_COMPONENT}
+RUNNABLE_DEPLOYMENTS = {vocab.RESTAPI_COMPONENT}
 
 
 def _component(workload: Obj) -> str:
-    return str(workload["spec"]["template"]["metadata"].get("labels", {}).get(COMPONENT, ""))
+    return str(workload["spec"]["template"]["metadata"].get("labels", {}).get(vocab.COMPONENT, ""))
 
 
 def _is_nfs_server(sts: Obj) -> bool:
-    return _component(sts) == NFS_COMPONENT
+    return _component(sts) == vocab.NFS_COMPONENT
 
 
 def _machine() -> tuple[int, int]:
@@ -177,23 +201,23 @@ def render_raw(
     cpus, mem = _machine()
     big = [g.name for g in plan.groups if g.shape.cpus > cpus or g.shape.real_memory_mib > mem]
     if big:
-        _set_conf(objects, "slurm-config", "slurm.conf", lambda t: t + "SlurmdParameters=config_overrides\n")
+        _set_conf(objects, vocab.CONFIG_MAP, "slurm.conf", lambda t: t + "SlurmdParameters=config_overrides\n")
         standins.append(
             f"slurm.conf + SlurmdParameters=config_overrides: {', '.join(big)} declare more CPUs/memory "
             f"than this {cpus}-CPU machine"
         )
     gpu_groups = [g.name for g in plan.groups if g.kube_resource]
     if gpu_groups:
-        scripts = objects.get("ConfigMap", "slurm-scripts")["data"]
-        if HEALTH_GROUPS in scripts:
-            lines = [line.split() for line in scripts[HEALTH_GROUPS].splitlines()]
-            scripts[HEALTH_GROUPS] = "".join(
+        scripts = objects.get("ConfigMap", vocab.SCRIPTS_MAP)["data"]
+        if vocab.HEALTH_GROUPS_FILE in scripts:
+            lines = [line.split() for line in scripts[vocab.HEALTH_GROUPS_FILE].splitlines()]
+            scripts[vocab.HEALTH_GROUPS_FILE] = "".join(
                 f"{w[0]} 0 {' '.join(w[2:])}\n" if len(w) >= 2 and w[0] in gpu_groups else " ".join(w) + "\n"
                 for w in lines
             )
             standins.append(
-                f"{HEALTH_GROUPS}: {', '.join(gpu_groups)} expect 0 GPUs, so slonk-health runs its other checks "
-                "(its GPU checks need NVML; they are tested on recorded NVML answers, not here)"
+                f"{vocab.HEALTH_GROUPS_FILE}: {', '.join(gpu_groups)} expect 0 GPUs, so slonk-health runs its "
+                "other checks (its GPU checks need NVML; they are tested on recorded NVML answers, not here)"
             )
         standins.append(
             f"{', '.join(gpu_groups)}: GPU limits served by a device-plugin stand-in "

@@ -1,0 +1,50 @@
+"""The container tier: the rendered Kubernetes objects of a stack, run as podman pods, and driven.
+
+``python3 -m testing.e2e`` (what ``bash tools/e2e.sh`` runs) builds the image from ``images/`` on a
+debootstrap'd Debian base, renders a declaration with the library's own builders, turns every
+StatefulSet replica into a podman pod (hostname, Service DNS names, ConfigMap / Secret / claim volumes,
+init containers, sidecars, preStop hooks) and runs the scenarios of docs/containers.md against it.
+
+The names below are the harness's API for programs built on it (benchmarks/e2e.py): build the image,
+render a declaration, bring its pods up as a :class:`Cluster`, and drive it (jobs, pod deletion, loss
+and recreation). The modules' other names are its internals.
+"""
+
+from testing.e2e.cluster import ApplyResult, Cluster, sinfo_state
+from testing.e2e.image import SLURM_VERSION, BuiltImage, build_image, ssh_keygen
+from testing.e2e.jobs import job_state, read, submit, time_to_running, wait_done, wait_job
+from testing.e2e.podman import Podman, PodmanError, wait_for
+from testing.e2e.pods import DeleteResult, PodInstance, PodOptions
+from testing.e2e.scenarios import SCENARIOS, Scenario
+from testing.e2e.stack import DECLARATIONS, ClusterSecrets, Rendered, cloud_result, render, render_raw, rerender
+
+__all__ = [
+    "DECLARATIONS",
+    "SCENARIOS",
+    "SLURM_VERSION",
+    "ApplyResult",
+    "BuiltImage",
+    "Cluster",
+    "ClusterSecrets",
+    "DeleteResult",
+    "PodInstance",
+    "PodOptions",
+    "Podman",
+    "PodmanError",
+    "Rendered",
+    "Scenario",
+    "build_image",
+    "cloud_result",
+    "job_state",
+    "read",
+    "render",
+    "render_raw",
+    "rerender",
+    "sinfo_state",
+    "ssh_keygen",
+    "submit",
+    "time_to_running",
+    "wait_done",
+    "wait_for",
+    "wait_job",
+]
