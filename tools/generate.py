@@ -12,7 +12,7 @@ Both files derive from the pydantic declaration (``slonk_infra/declaration/model
 
 The schema is read from the mirror as imported, so it is built after ``args.py`` is written, in an
 interpreter that had not imported the mirror before: run this as a command, not from a process that has
-loaded :mod:`slonk_infra.cluster`. ``tests/test_generated.py`` fails while any file is stale.
+loaded :mod:`slonk_infra.cluster`. ``tests/declaration/test_generated.py`` fails while any file is stale.
 
 It lives beside the package rather than in it: the schema needs the top-level component and the
 ``components/`` folder, which only a checkout has, and the declaration layer may not import either.

@@ -2,7 +2,7 @@
 
 Adding a target is one package, ``slonk_infra/clouds/<cloud>/``, whose ``target`` module holds a
 ``TARGET`` (:class:`~slonk_infra.clouds.target.CloudTarget`) and whose deployer component it names,
-and one line here. ``tests/test_cloud_targets.py`` fails until the declaration and the catalog know
+and one line here. ``tests/clouds/test_targets.py`` fails until the declaration and the catalog know
 the new ``cloud`` value and the descriptor provides everything it must.
 """
 

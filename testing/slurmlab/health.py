@@ -3,7 +3,7 @@
 The lab's nodes have no GPUs and the daemons do not see the test's virtual environment, so the real
 ``healthcheck.sh`` (which runs slonk-health) would rightly fail them in every prolog and epilog. The
 stand-in records how slurmd called it instead, in ``home/healthcheck.log``; slonk-health itself is
-tested on recorded and real NVML answers, and against real slurmd, in ``tests/test_health_*``.
+tested on recorded and real NVML answers, and against real slurmd, in ``tests/health/``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 from slonk_infra.health import DRAIN_REASON_PREFIX
 from testing.slurmlab import SlurmLab, require_flavor
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 IDLE = ROOT / "tests" / "data" / "nvml" / "h100-idle.json"
 
 

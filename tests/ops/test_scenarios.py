@@ -52,7 +52,7 @@ from slonk_infra.vocab import (
 )
 from testing.fakekube import FakeKube
 from testing.slurmlab import RestD, SlurmLab, SlurmLabError, free_ports, require_flavor, stand_in_health_check
-from tests.test_ops_sync import verdict
+from tests.ops.test_sync import verdict
 
 NS = "slurm"
 STARTED = [f"h100-{i}" for i in range(4)]

@@ -82,7 +82,7 @@ CONF_FILES = {
 }
 GPU_FILES = {"gpu-b-[0-1]": 2}
 NODES = ["gpu-a-0", "gpu-a-1", "gpu-b-0", "gpu-b-1"]
-README = Path(__file__).resolve().parent.parent / "testing" / "slurmlab" / "README.md"
+README = Path(__file__).resolve().parents[2] / "testing" / "slurmlab" / "README.md"
 
 
 @pytest.fixture(scope="module", params=FLAVORS)

@@ -9,7 +9,7 @@ from pathlib import Path
 from slonk_infra.health.publish import MAX_REASON, compact_verdict
 from slonk_infra.health.result import EXIT_CODES
 from slonk_infra.ops.model import parse_verdict
-from tests.test_health_cli import DATA, calls, fake_scontrol, health, variant
+from tests.health.test_cli import DATA, calls, fake_scontrol, health, variant
 
 
 def test_a_failing_run_publishes_a_verdict_the_controller_reads(tmp_path: Path) -> None:

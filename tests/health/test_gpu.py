@@ -20,7 +20,7 @@ from slonk_infra.health.nvml import Nvml, NvmlError, ReplayBackend
 from slonk_infra.health.result import CheckResult
 from slonk_infra.health.runner import plan, run_check, run_checks
 
-DATA = Path(__file__).parent / "data" / "nvml"
+DATA = Path(__file__).resolve().parents[1] / "data" / "nvml"
 MIB = 1024 * 1024
 
 

@@ -17,7 +17,7 @@ from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import COMPONENT, build_manifests
 from slonk_infra.slurm import render_slurm_files
 
-ACCEPTED = Path(__file__).resolve().parent.parent / "docs" / "checkov-accepted.yaml"
+ACCEPTED = Path(__file__).resolve().parents[2] / "docs" / "checkov-accepted.yaml"
 
 
 def checkov() -> str:

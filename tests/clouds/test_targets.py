@@ -31,7 +31,7 @@ from slonk_infra.policy import common as policy_common
 from slonk_infra.policy.gpu_node_pools_tainted import READERS
 from tests.support import declaration
 
-POLICY_DIR = Path(__file__).resolve().parent.parent / "slonk_infra" / "policy"
+POLICY_DIR = Path(__file__).resolve().parents[2] / "slonk_infra" / "policy"
 
 
 def test_the_registry_names_every_cloud_the_declaration_and_the_catalog_know() -> None:

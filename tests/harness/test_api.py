@@ -10,7 +10,7 @@ from pathlib import Path
 import testing.e2e
 import testing.slurmlab
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TESTS = sorted(ROOT.joinpath("tests").rglob("test_*.py"))
 BENCHMARKS = sorted(ROOT.joinpath("benchmarks").glob("*.py"))
 # Every Python file of the checkout outside tests/ (and outside virtual environments and caches).

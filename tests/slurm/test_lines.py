@@ -1,6 +1,6 @@
 """The Slurm renderers line by line: NodeName / PartitionName records, gres.conf and topology lines.
 
-Expected lines are written out in full from the machine figures (see tests/test_plan_capacity.py for
+Expected lines are written out in full from the machine figures (see tests/plan/test_capacity.py for
 how each CoreSpecCount / RealMemory / DefMemPerCPU is worked out) and the naming chain.
 """
 

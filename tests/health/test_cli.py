@@ -15,7 +15,7 @@ from slonk_infra.health import DRAIN_REASON_PREFIX
 from slonk_infra.health.drain import MAX_REASON, drain, drain_reason
 from slonk_infra.health.result import EXIT_CODES, Action, HealthReport
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "nvml"
 
 

@@ -10,7 +10,7 @@ from slonk_infra.declaration.stacks import load_stack_config
 from slonk_infra.offline.render import run_program
 from slonk_infra.policy import policies as P
 from slonk_infra.policy.rbac_least_privilege import rule_problems
-from tests.test_policies import run_resource
+from tests.policy.test_policies import run_resource
 
 ROLE = "kubernetes:rbac.authorization.k8s.io/v1:Role"
 CLUSTER_ROLE = "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole"

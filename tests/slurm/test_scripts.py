@@ -25,7 +25,7 @@ from slonk_infra.slurm.scripts import (
 )
 from tests.kube_support import plan_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = Path(str(resources.files("slonk_infra.slurm.scripts")))
 
 

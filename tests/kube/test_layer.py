@@ -120,7 +120,7 @@ def test_accelerator_limits_equal_slurm_gres_and_workers_never_carry_a_config_ha
         assert CONFIG_HASH not in template["metadata"].get("annotations", {})
         slurmd = next(c for c in template["spec"]["containers"] if c["name"] == "slurmd")
         limits = slurmd["resources"].get("limits", {})
-        # EFA interfaces are the fabric's, not Slurm GRES (tests/test_first_deploy.py checks them).
+        # EFA interfaces are the fabric's, not Slurm GRES (tests/clouds/test_first_deploy.py checks them).
         limits = {k: v for k, v in limits.items() if k != "vpc.amazonaws.com/efa"}
         for node in group.node_names:
             if node in gres:

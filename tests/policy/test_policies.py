@@ -39,7 +39,7 @@ from slonk_infra.policy.slurmconf import gres_conf_counts, node_gres
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*has been deprecated in favor of:DeprecationWarning")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CONFIG_FILE = REPO / "policies" / "policy-config.json"
 IMAGE = json.loads(CONFIG_FILE.read_text())["uniform-cuda-image"]["image"]
 TAGGED = IMAGE.split("@", 1)[0]
@@ -653,7 +653,8 @@ def test_config_all_sets_every_level_and_schema_defaults_apply() -> None:
 
 def test_every_policy_is_documented_and_explains_the_fix() -> None:
     docs = (REPO / "docs" / "policies.md").read_text()
-    assert len({p.name for p in ALL_POLICIES}) == len(ALL_POLICIES) == 12
+    # Registration itself is guarded by tests/policy/test_registry.py; no count to keep in step here.
+    assert len({p.name for p in ALL_POLICIES}) == len(ALL_POLICIES)
     for policy in ALL_POLICIES:
         assert policy.description and policy.remediation_steps and policy.enforcement_level
         assert f"`{policy.name}`" in docs

@@ -11,7 +11,7 @@ import pytest
 from slonk_infra.health.identity import fingerprint, gpu_fingerprint
 from slonk_infra.health.nvml import Nvml, ReplayBackend
 
-DATA = Path(__file__).parent / "data" / "nvml"
+DATA = Path(__file__).resolve().parents[1] / "data" / "nvml"
 
 
 def test_gpu_fingerprint_is_independent_of_enumeration_order() -> None:

@@ -25,7 +25,7 @@ from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2, provider_pb2_grp
 from slonk_infra.clouds import build_plan
 from slonk_infra.offline.runner import run_offline
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMPONENTS = REPO / "components"
 SCHEMA = json.loads((COMPONENTS / "schema.json").read_text(encoding="utf-8"))
 EXAMPLE = yaml.safe_load((COMPONENTS / "examples" / "Pulumi.yaml").read_text(encoding="utf-8"))
@@ -45,7 +45,7 @@ PROVIDER = load_provider_module()
 
 
 # ------------------------------------------------------------------------------------------ the schema
-# Whether schema.json is current is checked with every generated file, in tests/test_generated.py.
+# Whether schema.json is current is checked with every generated file, in tests/declaration/test_generated.py.
 def test_schema_inputs_are_the_declaration_and_outputs_the_cluster_outputs() -> None:
     from slonk_infra.cluster import OUTPUT_KEYS
     from slonk_infra.declaration.model import ClusterDeclaration
