@@ -23,11 +23,11 @@ from slonk_infra.lazy import lazy_getattr
 if TYPE_CHECKING:
     from slonk_infra.clouds import build_plan, deploy_cloud
     from slonk_infra.cluster import Cluster
-    from slonk_infra.components.slurm_cluster import SlurmCluster
     from slonk_infra.declaration.args import ClusterArgs
     from slonk_infra.declaration.errors import DeclarationError
     from slonk_infra.declaration.model import ClusterDeclaration
     from slonk_infra.plan import ClusterPlan
+    from slonk_infra.slurm_layer.slurm_cluster import SlurmCluster
 
 _WHERE = {
     "Cluster": "slonk_infra.cluster",
@@ -35,7 +35,7 @@ _WHERE = {
     "ClusterDeclaration": "slonk_infra.declaration.model",
     "ClusterPlan": "slonk_infra.plan",
     "DeclarationError": "slonk_infra.declaration.errors",
-    "SlurmCluster": "slonk_infra.components.slurm_cluster",
+    "SlurmCluster": "slonk_infra.slurm_layer.slurm_cluster",
     "build_plan": "slonk_infra.clouds",
     "deploy_cloud": "slonk_infra.clouds",
 }

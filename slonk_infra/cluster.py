@@ -21,10 +21,10 @@ import pulumi
 from slonk_infra import tokens
 from slonk_infra.clouds import build_plan, deploy_cloud
 from slonk_infra.clouds.common import CloudComponent
-from slonk_infra.components.slurm_cluster import SlurmCluster
 from slonk_infra.declaration.args import ClusterArgs
 from slonk_infra.declaration.model import ClusterDeclaration
 from slonk_infra.plan import ClusterPlan, naming
+from slonk_infra.slurm_layer.slurm_cluster import SlurmCluster
 
 # Outputs, in the order ``register_outputs`` and the docs list them.
 OUTPUT_KEYS = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections import Counter
 from typing import Any
 
@@ -51,3 +52,19 @@ def ancestors(regs: list[Registration], reg: Registration) -> list[str]:
         out.append(parent.urn)
         parent = by_urn.get(parent.parent)
     return out
+
+
+def parse_quantity_mib(value: str) -> int:
+    """A Kubernetes memory quantity (``512Mi``, ``2Gi``, ``1048576Ki``, bytes) in MiB, rounded up."""
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
+    for suffix, factor in units.items():
+        if value.endswith(suffix):
+            return math.ceil(float(value[: -len(suffix)]) * factor)
+    return math.ceil(int(value) / (1024 * 1024))
+
+
+def parse_quantity_m(value: str) -> int:
+    """A Kubernetes CPU quantity (``250m``, ``2``, ``0.5``) in millicores."""
+    if value.endswith("m"):
+        return int(value[:-1])
+    return round(float(value) * 1000)

@@ -14,7 +14,6 @@ node's memory.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -146,19 +145,3 @@ def fits(budget: NodeBudget, slurmd: Request) -> bool:
         pod.cpu_m + budget.daemonsets.cpu_m <= budget.allocatable.cpu_m
         and pod.memory_mib + budget.daemonsets.memory_mib <= budget.allocatable.memory_mib
     )
-
-
-def parse_quantity_mib(value: str) -> int:
-    """A Kubernetes memory quantity (``512Mi``, ``2Gi``, ``1048576Ki``, bytes) in MiB, rounded up."""
-    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
-    for suffix, factor in units.items():
-        if value.endswith(suffix):
-            return math.ceil(float(value[: -len(suffix)]) * factor)
-    return math.ceil(int(value) / (1024 * 1024))
-
-
-def parse_quantity_m(value: str) -> int:
-    """A Kubernetes CPU quantity (``250m``, ``2``, ``0.5``) in millicores."""
-    if value.endswith("m"):
-        return int(value[:-1])
-    return round(float(value) * 1000)

@@ -22,11 +22,10 @@ from slonk_infra.declaration.stacks import CONFIG_KEY
 from slonk_infra.offline.render import ProgramRun, run_program
 from slonk_infra.offline.runner import Registration
 from slonk_infra.plan import Request, fits
-from slonk_infra.plan.capacity import parse_quantity_m, parse_quantity_mib
 from slonk_infra.policy.claims_name_a_storage_class import claims_name_a_storage_class
 from slonk_infra.policy.config import resolve
 from slonk_infra.policy.runner import run_policies
-from tests.support import declaration
+from tests.support import declaration, parse_quantity_m, parse_quantity_mib
 
 CATALOG = load_catalog()
 STATEFULSET = "kubernetes:apps/v1:StatefulSet"

@@ -12,13 +12,13 @@ import pytest
 
 from slonk_infra.binding import CloudResult
 from slonk_infra.clouds import build_plan
-from slonk_infra.components.slurm_cluster import SlurmCluster
 from slonk_infra.declaration.stacks import load_declaration, load_stack_config
 from slonk_infra.kube.manifests import CONFIG_HASH, build_manifests
 from slonk_infra.offline.render import run_program
 from slonk_infra.offline.runner import FAKE_RANDOM_B64, SECRET_PLACEHOLDER, run_offline
 from slonk_infra.plan import ClusterPlan, naming
 from slonk_infra.slurm import render_slurm_files
+from slonk_infra.slurm_layer.slurm_cluster import SlurmCluster
 
 STACKS = ["local", "gcp", "aws"]
 # Two supported Kubernetes minors: the stacks' default and the oldest one GKE/EKS still support.

@@ -16,9 +16,8 @@ from slonk_infra.plan.capacity import (
     Request,
     fits,
     node_budget,
-    parse_quantity_m,
-    parse_quantity_mib,
 )
+from tests.support import parse_quantity_m, parse_quantity_mib
 
 CATALOG = load_catalog()
 STORAGE = {"gcp": ["filestore"], "aws": ["efs", "fsx-lustre"], "local": []}

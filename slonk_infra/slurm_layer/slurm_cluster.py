@@ -11,11 +11,11 @@ import pulumi_tls as tls
 
 from slonk_infra import tokens
 from slonk_infra.binding import CloudResult
-from slonk_infra.components.kube_objects import declare
 from slonk_infra.kube.inputs import ClusterKeys, from_cloud
 from slonk_infra.kube.manifests import ClusterIPOf, build_manifests
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
+from slonk_infra.slurm_layer.kube_objects import declare
 
 # Objects whose loss loses data: shared filesystems' volumes and claims, the controller's state claim.
 STATEFUL_KINDS = frozenset({"PersistentVolume", "PersistentVolumeClaim"})
