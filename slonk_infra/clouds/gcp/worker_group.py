@@ -13,9 +13,9 @@ from slonk_infra import tokens
 from slonk_infra.clouds.common import cloud_effect
 from slonk_infra.plan import WorkerGroup, naming
 
-# Boot disk of a machine the catalog marks hyperdisk_only: GKE's default, pd-balanced, cannot attach
-# to it (catalog storage.yaml quotes GKE: "For A3 Ultra node pools, you must set the disk type to
-# hyperdisk-balanced").
+# Boot disk of a machine the catalog marks hyperdisk_only: pd-balanced cannot attach to it (catalog
+# storage.yaml quotes GKE: "For A3 Ultra node pools, you must set the disk type to hyperdisk-balanced").
+# GKE would choose it by itself when none is given; pinned so the plan says what the pool boots from.
 HYPERDISK_BOOT_DISK = "hyperdisk-balanced"
 GPU_LABEL_KEY = "cloud.google.com/gke-accelerator"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
