@@ -7,7 +7,9 @@ Same pods as ``bash tools/e2e.sh`` (testing/e2e; run that once first, or run thi
 set up). Figures, each as median, min and max: start to every worker IDLE (``--ups`` new clusters);
 ``sbatch`` to RUNNING on an idle cluster (``--runs``); a worker pod deleted (preStop) and recreated to
 IDLE, and lost without preStop to its next job running; the controller pod deleted and recreated to
-answering ``scontrol ping`` (``--recoveries`` each). Nothing here asserts a timing.
+answering ``scontrol ping`` (``--recoveries`` each); on a declaration with GPUs, the prolog with its health
+check (GPU checks on, against the NVML stand-in) run as slurmd runs it (``--prologs``). Nothing here
+asserts a timing.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from testing.e2e import (
     ClusterSecrets,
     Podman,
     build_image,
+    no_gpus,
+    prolog_seconds,
     render,
     ssh_keygen,
     submit,
@@ -50,7 +54,7 @@ def bring_up(cluster: Cluster) -> float:
     return time.monotonic() - t0
 
 
-def measure(cluster: Cluster, runs: int, recoveries: int) -> dict[str, object]:
+def measure(cluster: Cluster, runs: int, recoveries: int, prologs: int = 20) -> dict[str, object]:
     """The figures of one running cluster (see the module docstring)."""
     user = cluster.rendered.plan.declaration.users[0]
     as_user = f"{user.uid}:{user.primary_gid}"
@@ -87,7 +91,9 @@ def measure(cluster: Cluster, runs: int, recoveries: int) -> dict[str, object]:
         ctl_up.append(time.monotonic() - t4)
         cluster.wait_states({n: "idle" for n in cluster.workers()}, 300)
 
+    gpu = {"prolog_with_health_s": stats(prolog_seconds(cluster, prologs))} if no_gpus(cluster) is None else {}
     return {
+        **gpu,
         "pods": len(cluster.pods),
         "workers": len(cluster.workers()),
         "sbatch_to_running_s": stats(to_running),
@@ -119,8 +125,11 @@ def markdown(decl: str, image: str, figures: dict[str, object]) -> str:
         "worker_deleted_to_idle_s": "worker pod deleted (preStop) to IDLE again",
         "worker_lost_to_job_running_s": "worker lost without preStop to its next job RUNNING",
         "controller_deleted_to_ping_s": "controller pod deleted to `scontrol ping` UP",
+        "prolog_with_health_s": "prolog with the GPU health check, as slurmd runs it",
     }
     for key, label in labels.items():
+        if key not in figures:
+            continue
         s = figures[key]
         assert isinstance(s, dict)
         rows.append(f"| {label}: median of {s['n']} (min-max) | {s['median']} ({s['min']}-{s['max']}) |")
@@ -134,6 +143,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20, help="sbatch-to-RUNNING samples")
     parser.add_argument("--recoveries", type=int, default=3, help="worker and controller recreations")
     parser.add_argument("--ups", type=int, default=3, help="clusters brought up from nothing")
+    parser.add_argument("--prologs", type=int, default=20, help="prolog runs (declarations with GPUs)")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="slonk-e2e-bench-"))
@@ -150,7 +160,7 @@ def main() -> int:
             if i < args.ups - 1:
                 cluster.down()
         assert cluster is not None
-        figures = {"up_to_all_idle_s": stats(ups), **measure(cluster, args.runs, args.recoveries)}
+        figures = {"up_to_all_idle_s": stats(ups), **measure(cluster, args.runs, args.recoveries, args.prologs)}
         print(markdown(args.declaration, f"Slurm {image.slurm_version}", figures))
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2), encoding="utf-8")

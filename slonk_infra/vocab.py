@@ -113,6 +113,9 @@ SCRIPTS_DIR = "/opt/slonk/scripts"
 STATE_DIR = "/var/spool/slurmctld"
 SLURMD_SPOOL = "/var/spool/slurmd"
 JWT_KEY = f"{CONF_DIR}/jwt/{JWT_FILE}"  # projected into /etc/slurm on the controller
+# Where GKE's NVIDIA device plugin mounts the driver into a GPU container: libraries under lib64, binaries
+# (nvidia-smi) under bin; outside the image's linker cache and PATH (docs/containers.md, GKE profile).
+GPU_DRIVER_DIR = "/usr/local/nvidia"
 # Written by slurmd.sh on a worker, read by the TaskProlog: the node's fabric / TPU variables for tasks.
 TASK_ENV_FILE = "/run/slurm/task-env"
 # The declared users (passwd, group, shadow, sudoers, authorized_keys/<name>), from the slurm-users

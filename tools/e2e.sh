@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The container tier: builds the image (images/Dockerfile + images/install.sh on a debootstrap'd Debian
-# base), runs the rendered pods of the local and the GPU-shaped stack as podman pods and drives the
+# base), runs the rendered pods of the local, GPU (GKE, EKS) and TPU declarations as podman pods on their
+# cloud's node profile and drives the
 # scenarios of docs/containers.md. Prints one line per scenario and `e2e: N passed, N failed`.
 # Run as root on Debian bookworm; installs what it needs. Arguments go to `python3 -m testing.e2e`
 # (e.g. --declaration local --only 3). The base root filesystem is cached in ~/.cache/slonk-infra/e2e.
@@ -11,8 +12,9 @@ die() { echo "e2e: ERROR: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root (podman networks, privileged worker pods)"
 
 # netavark + aardvark-dns: pod DNS names; iptables: netavark's bridge rules; catatonit: podman's pod
-# pause process; runc: crun fails on this kind of machine (see docs/containers.md).
-PKGS=(podman buildah runc iptables catatonit uidmap netavark aardvark-dns debootstrap)
+# pause process; runc: crun fails on this kind of machine (see docs/containers.md); gcc: the NVML
+# stand-in the GPU nodes load (testing/nvml).
+PKGS=(podman buildah runc iptables catatonit uidmap netavark aardvark-dns debootstrap gcc libc6-dev)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

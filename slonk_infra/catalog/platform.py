@@ -48,4 +48,11 @@ class TpuMultihostEnv(_Frozen):
     worker_id: str = Field(description="Variable holding the host's index in the slice.")
     worker_hostnames: str = Field(description="Variable holding every host of the slice, comma-separated, index order.")
     coordinator_port: int = Field(gt=0, description="Port of the JAX coordinator on the first host.")
+    forwarded: tuple[str, ...] = Field(
+        description=(
+            "Variables of the TPU host's container that every job task needs (libtpu reads them instead of "
+            "the metadata server); a trailing * names every variable with that prefix."
+        )
+    )
+    forwarded_source: str = Field(description="Where the forwarded list comes from.")
     source: str = Field(description="Where this comes from.")

@@ -35,3 +35,7 @@ TOPOLOGY_YAML = SlurmVersion(25, 5)
 # 23.11 removed CommunicationParameters=NoAddrCache; slurmctld logs an error ("defunct, please
 # remove it") when it is still set.
 NO_ADDR_CACHE_REMOVED = SlurmVersion(23, 11)
+# First release with PrologFlags=ForceRequeueOnFail (CHANGELOG/slurm-23.02.md: "automatically requeue batch
+# jobs on Prolog failures regardless of the job --requeue setting"). 22.05.8 refuses to start on it:
+# "error: Invalid PrologFlag: ForceRequeueOnFail", "fatal: PrologFlags invalid: Alloc,ForceRequeueOnFail".
+FORCE_REQUEUE_ON_FAIL = SlurmVersion(23, 2)

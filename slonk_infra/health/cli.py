@@ -105,6 +105,11 @@ def _write(path: Path, text: str) -> None:
 @click.option("--report-file", type=click.Path(path_type=Path), help="Also write the report here (atomically).")
 @click.option("--nvml-replay", type=click.Path(exists=True, path_type=Path), help="Answer NVML from a recording.")
 @click.option("--nvml-record", type=click.Path(path_type=Path), help="Record every NVML answer to this file.")
+@click.option(
+    "--job-gpus",
+    envvar="SLURM_JOB_GPUS",
+    help="The job's GPUs, e.g. 0,1,2,3 (default: SLURM_JOB_GPUS, which slurmd gives the prolog and epilog).",
+)
 def command(
     mode: Mode,
     spec_path: Path | None,
@@ -122,6 +127,7 @@ def command(
     report_file: Path | None,
     nvml_replay: Path | None,
     nvml_record: Path | None,
+    job_gpus: str | None,
 ) -> None:
     """Check this node's GPUs, TPUs and disks; print one JSON report; exit with the worst action's code."""
     code = run(
@@ -142,8 +148,17 @@ def command(
         report_file=report_file,
         nvml_replay=nvml_replay,
         nvml_record=nvml_record,
+        job_gpus=parse_job_gpus(job_gpus),
     )
     sys.exit(code)
+
+
+def parse_job_gpus(text: str | None) -> tuple[int, ...] | None:
+    """``SLURM_JOB_GPUS`` (``0,1,2,3``) as numbers; None when unset, empty or not a list of numbers."""
+    parts = [p.strip() for p in (text or "").split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
 
 
 def run(
@@ -161,12 +176,13 @@ def run(
     report_file: Path | None,
     nvml_replay: Path | None,
     nvml_record: Path | None,
+    job_gpus: tuple[int, ...] | None = None,
 ) -> int:
     """One run: returns the exit code after printing the report."""
     started = time.monotonic()
     try:
         spec = resolve_spec(spec_path, overrides)
-        ctx = CheckContext(spec=spec, mode=mode)
+        ctx = CheckContext(spec=spec, mode=mode, job_gpus=job_gpus if mode in ("prolog", "epilog") else None)
         names, skipped = plan(ctx, only, skip)
     except (SpecError, ValueError) as exc:
         report = HealthReport(
@@ -183,7 +199,10 @@ def run(
         return _emit(report, report_file)
 
     recorder: RecordingBackend | None = None
-    gpu_wanted = spec.gpu.count > 0 and any(n.startswith("gpu-") for n in names)
+    # Before NVML is open every GPU check but gpu-count reads as "NVML unavailable": those count as wanted
+    # too, or a run of --check gpu-ecc (or --skip gpu-count) would never open NVML and pass a faulty GPU.
+    waiting = [s for s in skipped if s.reason.startswith("NVML unavailable")]
+    gpu_wanted = spec.gpu.count > 0 and any(n.startswith("gpu-") for n in [*names, *(s.check for s in waiting)])
     if gpu_wanted:
         ctx.nvml, ctx.nvml_error, recorder = open_nvml(nvml_replay, nvml_record)
         names, skipped = plan(ctx, only, skip)

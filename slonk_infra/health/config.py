@@ -202,7 +202,19 @@ class HealthSpec(_Model):
     disk: DiskHealthSpec = Field(default_factory=DiskHealthSpec, description="Scratch and home checks.")
     exclusive_nodes: bool = Field(
         default=True,
-        description="Jobs get whole nodes, so prolog and epilog may demand idle GPUs (false: they skip that check).",
+        description=(
+            "Jobs get whole nodes (GPU partitions render OverSubscribe=EXCLUSIVE), so prolog and epilog demand "
+            "every GPU idle; false: jobs share nodes and they look only at the job's own GPUs."
+        ),
+    )
+    interval_seconds: int = Field(
+        default=300,
+        ge=10,
+        le=86400,
+        description=(
+            "Seconds between Slurm's runs of the health check on every node (slurm.conf HealthCheckInterval); "
+            "a fault found between jobs drains the node within this time."
+        ),
     )
     instance_id_file: str | None = Field(
         default=None, description="A file holding the cloud instance id, used for identity when NVML has no GPUs."

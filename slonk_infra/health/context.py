@@ -22,6 +22,9 @@ class CheckContext:
     mode: Mode
     nvml: Nvml | None = None
     nvml_error: NvmlError | None = None
+    job_gpus: tuple[int, ...] | None = None
+    """The job's GPUs as Slurm numbers them (``SLURM_JOB_GPUS`` in prolog and epilog: N of the
+    /dev/nvidiaN gres.conf names); None where Slurm named none (no job, or a job holding no GPU)."""
     sleep: Callable[[float], None] = field(default=time.sleep)
     clock: Callable[[], float] = field(default=time.monotonic)
 
@@ -30,3 +33,22 @@ class CheckContext:
         if self.nvml is None:
             return range(0)
         return range(self.nvml.device_count())
+
+    def job_gpu_indices(self) -> list[int]:
+        """NVML indices of the job's GPUs (:attr:`job_gpus`), matched by minor number.
+
+        NVML orders GPUs by PCI address, Slurm by the device files gres.conf names, so the two agree only
+        by the device's minor number; a backend that cannot tell it (an older recording) counts as 1:1.
+        """
+        if self.nvml is None or self.job_gpus is None:
+            return []
+        wanted = set(self.job_gpus)
+        out = []
+        for i in self.gpus():
+            try:
+                minor = self.nvml.minor_number(i)
+            except (NvmlError, KeyError):
+                minor = i
+            if minor in wanted:
+                out.append(i)
+        return out

@@ -257,6 +257,10 @@ class Nvml:
         """The GPU's UUID (GPU-...), stable for the physical board."""
         return str(self._read(i, "uuid", lambda nv, h: _text(nv.nvmlDeviceGetUUID(h(i)))))
 
+    def minor_number(self, i: int) -> int:
+        """The device's minor number: N of /dev/nvidiaN, the file gres.conf names (Slurm's GPU index)."""
+        return int(self._read(i, "minorNumber", lambda nv, h: int(nv.nvmlDeviceGetMinorNumber(h(i)))))
+
     def pci_bus_id(self, i: int) -> str:
         """PCI address, e.g. 00000000:00:05.0."""
         return str(self._read(i, "pciBusId", lambda nv, h: _text(nv.nvmlDeviceGetPciInfo(h(i)).busId)))

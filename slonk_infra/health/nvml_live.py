@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from slonk_infra.health.nvml import LIBRARY_NOT_FOUND, Fetch, NvmlError
+from slonk_infra.health.nvml import FUNCTION_NOT_FOUND, LIBRARY_NOT_FOUND, Fetch, NvmlError
 
 
 class LiveBackend:
@@ -33,6 +33,10 @@ class LiveBackend:
             return fetch(self._nv, self._handle)
         except self._nv.NVMLError as exc:
             raise NvmlError(int(exc.value), key, str(exc)) from None
+        except getattr(self._nv, "NVMLLibraryMismatchError", ()) as exc:
+            # pynvml's versioned calls raise this (not an NVMLError) when the driver lacks the function
+            # version: the same as a function the driver does not have.
+            raise NvmlError(FUNCTION_NOT_FOUND, key, str(exc)) from None
 
     def close(self) -> None:
         # Shutting down a library that is already broken has nothing left to report.

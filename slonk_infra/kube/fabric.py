@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from slonk_infra import vocab
 from slonk_infra.catalog import Catalog, MachineType, load_catalog
 from slonk_infra.catalog.fabrics import HostMount
 from slonk_infra.plan import naming
@@ -32,7 +33,7 @@ TASK_ENV_SCRIPT = "SLONK_TASK_ENV_SCRIPT"
 # A pod-spec env entry replaces the image's own value, and CUDA images put the driver libraries on
 # LD_LIBRARY_PATH (nvidia/cuda base images: ENV LD_LIBRARY_PATH /usr/local/nvidia/lib:/usr/local/nvidia/lib64);
 # a fabric's library path is prepended to that, never instead of it.
-CUDA_LIBRARY_PATH = ("/usr/local/nvidia/lib", "/usr/local/nvidia/lib64")
+CUDA_LIBRARY_PATH = (f"{vocab.GPU_DRIVER_DIR}/lib", f"{vocab.GPU_DRIVER_DIR}/lib64")
 
 
 def _library_path(fabric_path: str) -> str:
@@ -120,6 +121,11 @@ def fabric_pod_parts(machine: MachineType, catalog: Catalog | None = None) -> Fa
         env=env,
         resources=resources,
     )
+
+
+def tpu_forwarded(catalog: Catalog | None = None) -> list[str]:
+    """What the TPU device plugin sets on a TPU host's container that every task needs (``TPU_*``: a prefix)."""
+    return list((catalog or load_catalog()).tpu_env.forwarded)
 
 
 def tpu_worker_env(group: str, hosts: int, namespace: str, catalog: Catalog | None = None) -> list[Obj]:

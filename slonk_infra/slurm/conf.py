@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from slonk_infra import vocab
-from slonk_infra.catalog.slurm_versions import NO_ADDR_CACHE_REMOVED
+from slonk_infra.catalog.slurm_versions import FORCE_REQUEUE_ON_FAIL, NO_ADDR_CACHE_REMOVED
 from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu, naming
 from slonk_infra.slurm.lines import header, kv_line
 
@@ -14,7 +16,6 @@ from slonk_infra.slurm.lines import header, kv_line
 INITIAL_NODE_STATE = "FUTURE"
 # Seconds between slonk-health runs on each node; CYCLE spreads the runs over the interval so a
 # large cluster does not check every node (and publish every verdict) in the same second.
-HEALTH_CHECK_INTERVAL = 300
 
 # Timeouts for nodes that come and go with pods: a pod replaced by Kubernetes gets its slurmd back
 # within a minute or two, so slurmctld waits that long before declaring it dead, and a returning
@@ -31,6 +32,31 @@ TIMEOUTS: tuple[tuple[str, object], ...] = (
     ("Waittime", 0),
     ("ReturnToService", 2),
 )
+
+# What a failing prolog (the health check found a bad node) does to the job. slurm.conf(5) Prolog: "the
+# node being set to a DRAIN state and the job being requeued in a held state, unless nohold_on_prolog_fail
+# is configured in SchedulerParameters". With it the job goes back to the queue, not held until an admin
+# releases it, so the scheduler starts it on another node. Checked with a real slurmctld and a prolog that
+# fails on one node (22.05.8 and 26.05.5): without it the job ends PENDING with
+# Reason=launch_failed_requeued_held Priority=0; with it Reason=BeginTime, Restarts=1, the node DRAIN
+# ("Prolog error"), and the job runs on another node once its requeue delay (AuthInfo cred_expire, 120 s
+# by default) has passed. From 23.02 a job requeued MaxBatchRequeue (5) times in a row is held.
+SCHEDULER_PARAMETERS = ("nohold_on_prolog_fail",)
+
+
+def prolog_flags(plan: ClusterPlan) -> list[str]:
+    """``PrologFlags``: the prolog (the health check) runs at allocation, and a job it refuses is requeued.
+
+    ForceRequeueOnFail (slurm.conf(5): it implies Alloc) also requeues batch jobs submitted with
+    ``--no-requeue``; seen with a prolog failing on one node, 22.05.8 (no such flag) cancels such a job
+    and 26.05.5 with the flag requeues it. Requeueable jobs (JobRequeue=1, the default here) are requeued
+    on both by :data:`SCHEDULER_PARAMETERS`. Interactive jobs are not requeued: an srun outside a batch
+    job exits 1 ("Prolog failure on node ...") and its job is cancelled, on both releases.
+    """
+    flags = ["Alloc"]
+    if plan.slurm_version >= FORCE_REQUEUE_ON_FAIL:
+        flags.append("ForceRequeueOnFail")
+    return flags
 
 
 def node_line(group: WorkerGroup) -> str:
@@ -51,11 +77,29 @@ def node_line(group: WorkerGroup) -> str:
     )
 
 
+def gpu_defaults(members: Sequence[WorkerGroup]) -> tuple[int | None, int | None]:
+    """A partition's ``DefCpuPerGPU`` and ``DefMemPerGPU``; None for a partition without GPU groups.
+
+    Each is the leanest GPU group's share per GPU, so a job that asks for k GPUs and nothing else never
+    needs more CPUs or memory than any member node has for k GPUs. CPUs go by whole cores: with
+    ThreadsPerCore=2 Slurm rounds a job's CPUs up to whole cores (seen on 22.05.8 and 26.05.5: a 1-GPU
+    job with DefCpuPerGPU=25 got 26 CPUs), so an odd share would let eight 1-GPU jobs want more CPUs
+    than an 8-GPU node has and leave a GPU idle. A node with fewer free cores than GPUs gets no CPU default.
+    """
+    gpu = [g for g in members if g.kind == "gpu" and g.gres_count]
+    if not gpu:
+        return None, None
+    cpus = min(g.shape.cpus // g.shape.threads_per_core // g.gres_count * g.shape.threads_per_core for g in gpu)
+    mem = min(g.shape.real_memory_mib // g.gres_count for g in gpu)
+    return cpus or None, mem
+
+
 def partition_lines(plan: ClusterPlan) -> list[str]:
     """``PartitionName=`` records; node lists are the member groups' hostlists."""
     out = []
     by_name = {g.name: g for g in plan.groups}
     yaml_topology = plan.declaration.slurm.topology == "yaml"
+    exclusive_nodes = plan.declaration.health.exclusive_nodes
     for p in plan.partitions:
         nodes = ",".join(by_name[g].hostlist for g in p.groups) or None
         select_blocks = (
@@ -67,16 +111,39 @@ def partition_lines(plan: ClusterPlan) -> list[str]:
         # Without a default, a job that names no memory is given a whole node's memory and blocks
         # every other job there; the default is the leanest member node's memory per CPU.
         def_mem = def_mem_per_cpu(g.shape for g in members)
+        # A job that asks for GPUs gets CPUs and memory per GPU instead of per CPU: with only DefMemPerCPU
+        # a one-task job gets one core, 2 CPUs x DefMemPerCPU, about 4 GiB for an 8-GPU job on a 1.8 TB
+        # node in the gcp stack's default partitions (review finding n8). slurm.conf(5) calls
+        # DefMemPerCPU and DefMemPerGPU mutually exclusive, yet slurmctld 22.05.8 and 26.05.5 take both on
+        # one partition without a word and apply one per job: a job asking for GPUs (--gpus, --gres=gpu,
+        # --gpus-per-node) gets DefMemPerGPU (MemPerTres=gpu:N; ReqTRES mem=N*GPUs), any other job
+        # DefMemPerCPU (MinMemoryCPU). So DefMemPerCPU stays on every partition: without it a CPU-only job
+        # on a GPU partition was given the whole node's memory (MinMemoryNode=0). On a whole-node partition
+        # a GPU job holds every GPU of its nodes and so gets that many times DefMemPerGPU (seen: --gpus=1
+        # on an 8-GPU node, AllocTRES mem=8*DefMemPerGPU); where a partition mixes GPU machines, that is
+        # the leanest one's share per GPU on the bigger ones too, and a job wanting more asks --mem.
+        cpu_per_gpu, mem_per_gpu = gpu_defaults(members)
+        # The health check in prolog and epilog demands every GPU of the node idle when
+        # health.exclusiveNodes, which holds only if no two jobs share a GPU node: every partition with a
+        # GPU group allocates whole nodes, the mixed default partitions too (a partition that is not
+        # exclusive would let jobs share the GPU nodes it holds). CPU and TPU nodes of such a partition
+        # are whole-node there as well; the per-group partitions of CPU and TPU groups stay shared.
+        # 26.05 reads OverSubscribe=EXCLUSIVE as Exclusive=NODE (its new spelling; the old one is
+        # documented as deprecated and accepted without a warning).
+        exclusive = exclusive_nodes and mem_per_gpu is not None
         out.append(
             kv_line(
                 [
                     ("PartitionName", p.name),
                     ("Nodes", nodes),
                     ("DefMemPerCPU", def_mem),
+                    ("DefCpuPerGPU", cpu_per_gpu),
+                    ("DefMemPerGPU", mem_per_gpu),
                     ("Default", p.default),
                     ("PriorityTier", p.priority_tier),
                     ("MaxTime", p.max_time),
                     ("PreemptMode", p.preempt_mode),
+                    ("OverSubscribe", "EXCLUSIVE" if exclusive else None),
                     ("Topology", "blocks" if select_blocks else None),
                     ("State", "UP"),
                 ]
@@ -125,14 +192,15 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("SchedulerType", "sched/backfill"),
         ("PreemptType", "preempt/partition_prio"),
         ("PreemptMode", slurm.preempt_mode),
+        ("SchedulerParameters", ",".join(SCHEDULER_PARAMETERS)),
         ("JobRequeue", 1),
         ("MpiDefault", "none"),
-        ("PrologFlags", "Alloc"),
+        ("PrologFlags", ",".join(prolog_flags(plan))),
         ("Prolog", f"{vocab.SCRIPTS_DIR}/prolog.sh"),
         ("Epilog", f"{vocab.SCRIPTS_DIR}/epilog.sh"),
         # slonk-health on every node between jobs too (drains and publishes a verdict on failure).
         ("HealthCheckProgram", f"{vocab.SCRIPTS_DIR}/healthcheck.sh"),
-        ("HealthCheckInterval", HEALTH_CHECK_INTERVAL),
+        ("HealthCheckInterval", plan.declaration.health.interval_seconds),
         ("HealthCheckNodeState", "ANY,CYCLE"),
         # Hands each task the node's fabric (NCCL plugin, libfabric) and TPU slice variables, which a
         # task would not otherwise see: it inherits the submitter's environment, not slurmd's.

@@ -6,13 +6,15 @@ StatefulSet replica into a podman pod (hostname, Service DNS names, ConfigMap / 
 init containers, sidecars, preStop hooks) and runs the scenarios of docs/containers.md against it.
 
 The names below are the harness's API for programs built on it (benchmarks/e2e.py): build the image,
-render a declaration, bring its pods up as a :class:`Cluster`, and drive it (jobs, pod deletion, loss
-and recreation). The modules' other names are its internals.
+render a declaration, bring its pods up as a :class:`Cluster` on its cloud's node profile, and drive it
+(jobs, pod deletion, loss and recreation, GPU faults). The modules' other names are its internals.
 """
 
 from testing.e2e.cluster import ApplyResult, Cluster, sinfo_state
 from testing.e2e.image import SLURM_VERSION, BuiltImage, build_image, ssh_keygen
 from testing.e2e.jobs import job_state, read, submit, time_to_running, wait_done, wait_job
+from testing.e2e.node_scenarios import no_gpus, prolog_seconds
+from testing.e2e.nodes import PROFILES, GpuNode, NodeProfile
 from testing.e2e.podman import Podman, PodmanError, wait_for
 from testing.e2e.pods import DeleteResult, PodInstance, PodOptions
 from testing.e2e.scenarios import SCENARIOS, Scenario
@@ -20,6 +22,7 @@ from testing.e2e.stack import DECLARATIONS, ClusterSecrets, Rendered, cloud_resu
 
 __all__ = [
     "DECLARATIONS",
+    "PROFILES",
     "SCENARIOS",
     "SLURM_VERSION",
     "ApplyResult",
@@ -27,6 +30,8 @@ __all__ = [
     "Cluster",
     "ClusterSecrets",
     "DeleteResult",
+    "GpuNode",
+    "NodeProfile",
     "PodInstance",
     "PodOptions",
     "Podman",
@@ -36,6 +41,8 @@ __all__ = [
     "build_image",
     "cloud_result",
     "job_state",
+    "no_gpus",
+    "prolog_seconds",
     "read",
     "render",
     "render_raw",

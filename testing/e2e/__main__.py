@@ -1,7 +1,7 @@
 """``python3 -m testing.e2e``: build the image, run each declaration's pods, print one line per scenario.
 
 Output ends with ``e2e: N passed, N failed (...)``; the exit status is 0 only when nothing failed.
-Options: ``--declaration local|gpu-shaped`` (repeatable; default both), ``--only N`` (repeatable),
+Options: ``--declaration local|gpu-shaped|gpu-eks|tpu-gke`` (repeatable; default all), ``--only N`` (repeatable),
 ``--keep`` (leave the pods running after the run, for a look at them; remove them by the printed prefix).
 """
 
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.remove:
         return remove_kept(Path(args.remove))
-    declarations = args.declaration or ["local", "gpu-shaped"]
+    declarations = args.declaration or list(DECLARATIONS)
     wanted = set(args.only or [s.number for s in SCENARIOS]) | {1}
 
     t_start = time.monotonic()

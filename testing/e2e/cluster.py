@@ -20,15 +20,18 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import testing.nvml as nvml
 from slonk_infra import vocab
 from slonk_infra.plan import naming
 from testing.e2e.kube import Obj, fill_volume
+from testing.e2e.nodes import GpuNode
 from testing.e2e.podman import Podman, PodmanError, wait_for
 from testing.e2e.pods import DeleteResult, PodInstance, PodOptions, PodRunner
 from testing.e2e.stack import LOGIN_HOST_ALIAS, ClusterSecrets, Rendered
@@ -59,8 +62,18 @@ class Cluster:
         # Addresses are never reused within a run, so a replaced pod always comes back on a new IP.
         self._ips = (str(ip) for ip in itertools.islice(hosts, 9, None))
         self.runner = PodRunner(
-            podman, rendered.objects, self.network, self.gateway, self._next_ip, lambda _: image, self.rundir
+            podman,
+            rendered.objects,
+            self.network,
+            self.gateway,
+            self._next_ip,
+            lambda _: image,
+            self.rundir,
+            plan=rendered.plan,
+            nvml_library=self._nvml_library,
         )
+        self._nvml: Path | None = None
+        self._nvml_lock = threading.Lock()
         self.pods: dict[str, PodInstance] = {}
         self._laptop: str | None = None
         self.options: dict[str, PodOptions] = {}
@@ -68,6 +81,17 @@ class Cluster:
 
     def _next_ip(self) -> str:
         return next(self._ips)
+
+    def _nvml_library(self) -> Path:
+        """The NVML stand-in (testing.nvml), built once per cluster, for the GPU containers' mounts."""
+        with self._nvml_lock:
+            if self._nvml is None:
+                self._nvml = nvml.build(self.rundir / "nvml")
+            return self._nvml
+
+    def gpu_node(self, pod: str) -> GpuNode:
+        """The GPU stand-in of a worker pod's slurmd container, to plant a fault in (then ``.write()``)."""
+        return self.pods[pod].gpu_nodes["slurmd"]
 
     # --------------------------------------------------------------------------------- objects
     def statefulset(self, name: str) -> Obj:
@@ -161,6 +185,7 @@ class Cluster:
         """Apply a new render of the same stack (see the module docstring)."""
         old, self.rendered = self.rendered, rendered
         self.runner.objects = rendered.objects
+        self.runner.plan = rendered.plan
         result = ApplyResult()
         for pod in self.pods.values():  # kubelet refreshes ConfigMap/Secret volumes of running pods
             for vol in pod.spec.get("volumes", []):

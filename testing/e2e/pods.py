@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from slonk_infra import vocab
+from slonk_infra.plan import ClusterPlan, WorkerGroup
 from testing.e2e.kube import (
     Obj,
     Objects,
@@ -32,18 +32,13 @@ from testing.e2e.kube import (
     dns_searches,
     fill_volume,
 )
+from testing.e2e.nodes import PROFILES, GpuNode, NodeProfile, efa_mounts, gpu_mounts, nvml_profile_name, tpu_mounts
 from testing.e2e.podman import Podman, PodmanError
 
-NVIDIA_MAJOR = 195  # the character-device major of /dev/nvidia*; Slurm only stats these files
-FAKE_NVIDIA_SMI = """#!/bin/sh
-# Stand-in for the driver's nvidia-smi: lists the GPUs the device-plugin stand-in gave this container.
-n=0
-for d in /dev/nvidia[0-9]*; do
-  [ -e "$d" ] || continue
-  echo "GPU $n: NVIDIA stand-in (UUID: GPU-00000000-0000-0000-0000-00000000000$n)"
-  n=$((n + 1))
-done
-"""
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# Labels the StatefulSet controller puts on every pod it makes (Kubernetes 1.28+ for the index label).
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 
 @dataclass
@@ -61,6 +56,8 @@ class PodInstance:
     main: list[str] = field(default_factory=list)
     main_specs: dict[str, Obj] = field(default_factory=dict)
     started: float = 0.0
+    gpu_nodes: dict[str, GpuNode] = field(default_factory=dict)
+    """Container name -> its GPUs' stand-in profile (plant a fault: change it, then :meth:`GpuNode.write`)."""
 
     def container(self, name: str | None = None) -> str:
         """podman name of a main container (the first when ``name`` is None)."""
@@ -73,6 +70,10 @@ class PodOptions:
     """Per-pod inputs that differ from the rendered objects (bad-input scenarios only)."""
 
     secret_overrides: SecretOverrides = field(default_factory=dict)
+    gpu_faults: dict[int, list[str]] = field(default_factory=dict)
+    """GPU index -> faults the NVML stand-in reports from the start (see testing.nvml)."""
+    gpus_missing: int = 0
+    """GPUs the NVML stand-in leaves out of its count (a GPU fallen off the bus)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ class PodRunner:
         allocate_ip: Callable[[], str],
         image_for: Callable[[str], str],
         rundir: Path,
+        plan: ClusterPlan | None = None,
+        nvml_library: Callable[[], Path] | None = None,
     ) -> None:
         self.podman = podman
         self.objects = objects
@@ -106,6 +109,9 @@ class PodRunner:
         self.image_for = image_for
         self.rundir = rundir
         self.generation = 0
+        self.plan = plan
+        self.profile: NodeProfile = PROFILES[plan.declaration.cloud if plan else "local"]
+        self.nvml_library = nvml_library
 
     # ---------------------------------------------------------------------------------- create
     def create(self, sts: Obj, ordinal: int, options: PodOptions | None = None, name: str | None = None) -> PodInstance:
@@ -118,6 +124,8 @@ class PodRunner:
         template = spec["template"]
         pod_spec: Obj = template["spec"]
         labels = dict(template["metadata"].get("labels", {}))
+        if sts.get("kind", "StatefulSet") == "StatefulSet":
+            labels |= {POD_NAME_LABEL: name, POD_INDEX_LABEL: str(ordinal)}
         self.generation += 1
         podman_name = f"{self.podman.prefix}-{name}-g{self.generation}"
         ip = self.allocate_ip()
@@ -140,6 +148,8 @@ class PodRunner:
         volumes = self._volumes(sts, ordinal, pod_spec, poddir, opts)
         env_fields = {"metadata.name": name, "metadata.namespace": namespace, "status.podIP": ip,
                       "spec.nodeName": "e2e-host", "spec.serviceAccountName": pod_spec.get("serviceAccountName", "")}  # fmt: skip
+        env_fields |= {f"metadata.labels['{k}']": v for k, v in labels.items()}
+        self._options = opts
         for init in pod_spec.get("initContainers", []):
             cname = f"{podman_name}-{init['name']}"
             sidecar = init.get("restartPolicy") == "Always"
@@ -246,28 +256,45 @@ class PodRunner:
             host, ro = volumes[mount["name"]]
             src = host / mount["subPath"] if mount.get("subPath") else host
             args += ["--volume", f"{src}:{mount['mountPath']}:{'ro' if ro or mount.get('readOnly') else 'rw'}"]
-        gpus = int(limits.get(vocab.GPU_RESOURCE, 0))
-        if gpus:
-            args += self._gpu_standin(poddir / "gpu" / ctr["name"], gpus)
+        args += self._node_devices(pod, ctr, limits, poddir / "node-devices" / ctr["name"])
         command, cargs = ctr.get("command"), ctr.get("args", [])
         if command:
             args += ["--entrypoint", json.dumps(command)]
         return [*args, self.image_for(ctr["image"]), *cargs]
 
-    @staticmethod
-    def _gpu_standin(path: Path, count: int) -> list[str]:
-        """What the NVIDIA device plugin and container toolkit give a GPU container, as stand-ins:
-        ``count`` character devices with NVIDIA's major number (never opened) and an nvidia-smi listing them."""
-        path.mkdir(parents=True)
-        flags = []
-        for i in range(count):
-            dev = path / f"nvidia{i}"
-            os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_MAJOR, i))
-            flags += ["--volume", f"{dev}:/dev/nvidia{i}"]
-        smi = path / "nvidia-smi"
-        smi.write_text(FAKE_NVIDIA_SMI, encoding="utf-8")
-        os.chmod(smi, 0o755)
-        return [*flags, "--volume", f"{smi}:/usr/bin/nvidia-smi:ro"]
+    def _group(self, pod: PodInstance) -> WorkerGroup | None:
+        name = pod.labels.get(vocab.GROUP_LABEL)
+        return next((g for g in self.plan.groups if g.name == name), None) if self.plan and name else None
+
+    def _node_devices(self, pod: PodInstance, ctr: Obj, limits: Mapping[str, str], workdir: Path) -> list[str]:
+        """What the node's device plugins add to a container asking for GPUs, TPU chips or EFA interfaces
+        (testing.e2e.nodes): devices, driver files and variables, as the declared cloud's node gives them."""
+        args: list[str] = []
+        gpus = int(limits.get(vocab.GPU_RESOURCE, 0))
+        if gpus:
+            if self.profile.gpu is None or self.nvml_library is None:
+                raise ValueError(f"{pod.name}: asks for {gpus} GPUs on a {self.profile.name} node, which has none")
+            node = GpuNode(
+                workdir / "nvml" / nvml_profile_name(), gpus, dict(self._options.gpu_faults), self._options.gpus_missing
+            )
+            declared = frozenset(e["name"] for e in ctr.get("env", []))
+            args += gpu_mounts(self.profile.gpu, self.nvml_library(), node, workdir, declared)
+            pod.gpu_nodes[ctr["name"]] = node
+        chips = int(limits.get(vocab.TPU_RESOURCE, 0))
+        group = self._group(pod)
+        if chips:
+            if self.profile.tpu is None or group is None or not group.tpu_generation or not group.tpu_topology:
+                raise ValueError(
+                    f"{pod.name}: asks for {chips} TPU chips on a {self.profile.name} node, which has none"
+                )
+            env = self.profile.tpu.env(group.tpu_generation, group.tpu_topology, chips)
+            args += tpu_mounts(self.profile.tpu, group.tpu_generation, env, chips, workdir)
+        interfaces = int(limits.get(EFA_RESOURCE, 0))
+        if interfaces:
+            if not self.profile.efa:
+                raise ValueError(f"{pod.name}: asks for EFA on a {self.profile.name} node, which has none")
+            args += efa_mounts(interfaces, workdir)
+        return args
 
     # ---------------------------------------------------------------------------------- probes
     def probe(self, container: str, probe: Obj) -> bool:

@@ -21,6 +21,17 @@ from typing import Any
 from slonk_infra import vocab
 from testing.e2e.cluster import Cluster
 from testing.e2e.jobs import LOGIN, read, submit, wait_done, wait_job
+from testing.e2e.node_scenarios import (
+    gpu_sharing,
+    gres_match_hardware,
+    health_under_slurmd,
+    no_gpus,
+    no_multihost_tpu,
+    no_path_fabric,
+    tpu_job_env,
+    user_added_later,
+    user_env_survives,
+)
 from testing.e2e.podman import wait_for
 from testing.e2e.pods import PodOptions
 from testing.e2e.stack import rerender
@@ -448,4 +459,10 @@ SCENARIOS = [
     Scenario(6, "scale down and up", scale_down_up),
     Scenario(7, "wrong munge key", wrong_munge_key),
     Scenario(8, "the REST API", rest_api, _no_rest_api),
+    Scenario(9, "health checks under slurmd", health_under_slurmd, no_gpus),
+    Scenario(10, "GPU sharing", gpu_sharing, no_gpus),
+    Scenario(11, "the user's environment survives", user_env_survives, no_path_fabric),
+    Scenario(12, "a multi-host TPU job", tpu_job_env, no_multihost_tpu),
+    Scenario(13, "GRES agree with the hardware", gres_match_hardware, no_gpus),
+    Scenario(14, "a user declared later", user_added_later),
 ]

@@ -10,7 +10,8 @@ the harness makes on top is a named stand-in, printed with the run, never a sile
 * where a declared node is larger than this machine (GPU-shaped pools), slurm.conf gets
   ``SlurmdParameters=config_overrides`` so slurmctld keeps the declared hardware rather than draining a
   2-core container that registers as a 208-core VM;
-* GPUs: see :mod:`testing.e2e.pods` (device-plugin stand-in).
+* GPUs and TPUs: what the declared cloud's node and device plugins add to a worker container
+  (:mod:`testing.e2e.nodes`), the GPUs answering through the NVML stand-in (:mod:`testing.nvml`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from slonk_infra.offline.runner import run_offline
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
 from testing.e2e.kube import Obj, Objects
+from testing.e2e.nodes import PROFILES
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -46,6 +48,8 @@ RESEARCHERS: list[dict[str, Any]] = [
 DECLARATIONS = {
     "local": REPO / "stacks" / "Pulumi.local.yaml",
     "gpu-shaped": HERE / "Pulumi.gpu-shaped.yaml",
+    "gpu-eks": HERE / "Pulumi.gpu-eks.yaml",
+    "tpu-gke": HERE / "Pulumi.tpu-gke.yaml",
 }
 
 
@@ -206,22 +210,15 @@ def render_raw(
             f"slurm.conf + SlurmdParameters=config_overrides: {', '.join(big)} declare more CPUs/memory "
             f"than this {cpus}-CPU machine"
         )
-    gpu_groups = [g.name for g in plan.groups if g.kube_resource]
-    if gpu_groups:
-        scripts = objects.get("ConfigMap", vocab.SCRIPTS_MAP)["data"]
-        if vocab.HEALTH_GROUPS_FILE in scripts:
-            lines = [line.split() for line in scripts[vocab.HEALTH_GROUPS_FILE].splitlines()]
-            scripts[vocab.HEALTH_GROUPS_FILE] = "".join(
-                f"{w[0]} 0 {' '.join(w[2:])}\n" if len(w) >= 2 and w[0] in gpu_groups else " ".join(w) + "\n"
-                for w in lines
-            )
-            standins.append(
-                f"{vocab.HEALTH_GROUPS_FILE}: {', '.join(gpu_groups)} expect 0 GPUs, so slonk-health runs its "
-                "other checks (its GPU checks need NVML; they are tested on recorded NVML answers, not here)"
-            )
+    profile = PROFILES[plan.declaration.cloud]
+    for kind, side in (("gpu", profile.gpu), ("tpu", profile.tpu)):
+        groups = [g.name for g in plan.groups if g.kind == kind]
+        if groups and side is not None:
+            standins.append(f"{', '.join(groups)}: on the {side.name} profile (testing/e2e/nodes.py)")
+    if any(g.kind == "gpu" for g in plan.groups):
         standins.append(
-            f"{', '.join(gpu_groups)}: GPU limits served by a device-plugin stand-in "
-            "(character devices, major 195, never opened; an nvidia-smi that lists them)"
+            "GPUs: character devices (major 195, never opened) and an NVML library answering like an idle "
+            "H100 per GPU (testing/nvml), where the node profile puts the driver"
         )
     skipped = [
         d["metadata"]["name"] for d in objects.of_kind("Deployment") if _component(d) not in RUNNABLE_DEPLOYMENTS

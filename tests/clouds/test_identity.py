@@ -31,7 +31,16 @@ ALLOWED_MANIFEST_DIFFERENCES = {
     "spec.template.metadata.annotations.slonk.dev/config-hash": "hash of slurm.conf, whose machine sizes differ",
 }
 # Slurm node/partition keys whose values are machine-derived; plus the cloud's name among Features.
-MACHINE_KEYS = ("Sockets", "CoresPerSocket", "ThreadsPerCore", "CoreSpecCount", "RealMemory", "DefMemPerCPU")
+MACHINE_KEYS = (
+    "Sockets",
+    "CoresPerSocket",
+    "ThreadsPerCore",
+    "CoreSpecCount",
+    "RealMemory",
+    "DefMemPerCPU",
+    "DefCpuPerGPU",
+    "DefMemPerGPU",
+)
 
 
 def declaration(cloud: str) -> dict[str, Any]:

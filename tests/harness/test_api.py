@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import testing.e2e
+import testing.nvml
 import testing.slurmlab
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +70,8 @@ def test_benchmarks_import_only_what_the_harnesses_export() -> None:
 
 def test_users_touch_no_private_attribute_of_a_lab_or_a_cluster() -> None:
     # In tests, ``cluster`` may be a Pulumi component; there only labs and fake API servers are checked.
-    e2e_users = [*BENCHMARKS, ROOT / "testing" / "e2e" / "scenarios.py", ROOT / "testing" / "e2e" / "__main__.py"]
+    e2e = ROOT / "testing" / "e2e"
+    e2e_users = [*BENCHMARKS, e2e / "scenarios.py", e2e / "node_scenarios.py", e2e / "__main__.py"]
     for paths, names in ((TESTS, "lab|fake|kube"), (e2e_users, "lab|fake|kube|cluster")):
         for path in paths:
             found = re.findall(rf"\b(?:{names})\._\w+", _strings(path))
@@ -77,6 +79,6 @@ def test_users_touch_no_private_attribute_of_a_lab_or_a_cluster() -> None:
 
 
 def test_every_export_exists() -> None:
-    for package in (testing.slurmlab, testing.e2e):
+    for package in (testing.slurmlab, testing.e2e, testing.nvml):
         for name in package.__all__:
             assert hasattr(package, name), f"{package.__name__}.{name}"

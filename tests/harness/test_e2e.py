@@ -13,6 +13,7 @@ import pytest
 from slonk_infra import vocab
 from slonk_infra.declaration.stacks import load_declaration
 from testing.e2e.kube import Objects, dns_names, fill_volume
+from testing.e2e.nodes import PROFILES, TpuProfile
 from testing.e2e.scenarios import SCENARIOS
 from testing.e2e.stack import REPO, ClusterSecrets, render, render_raw
 
@@ -62,7 +63,9 @@ def test_rest_api_scenario_applies_only_where_declared(secrets: ClusterSecrets) 
     for name, applies in (("gpu-shaped", True), ("local", False)):
         cluster = cast(Any, SimpleNamespace(rendered=render(name, "26.05", secrets)))
         assert (scenario.applies(cluster) is None) is applies, name
-    assert all(s.applies(cluster) is None for s in SCENARIOS if s is not scenario)
+    # the last cluster is local's: no GPUs, no TPUs, no fabric; the rest applies to every declaration
+    applies_to_local = {s.number for s in SCENARIOS if s.applies(cluster) is None}
+    assert applies_to_local == {1, 2, 3, 4, 5, 6, 7, 14}
 
 
 def test_objects_carry_what_the_declared_cloud_layer_hands_the_slurm_layer(secrets: ClusterSecrets) -> None:
@@ -98,3 +101,46 @@ def test_secret_volume_items_keep_their_modes(tmp_path: Path) -> None:
     f = tmp_path / "v" / "sub" / "f"
     assert f.read_bytes() == b"hello"
     assert stat.S_IMODE(f.stat().st_mode) == 0o400
+
+
+def test_tpu_profile_gives_what_the_device_plugin_gives() -> None:
+    """The values GKE's TPU device plugin computes (its TestInitEnvs cases; docs/containers.md)."""
+    v5p = TpuProfile.env("v5p", "2x2x2", 4)
+    assert v5p["TPU_ACCELERATOR_TYPE"] == "v5p-16"
+    assert (v5p["TPU_HOST_BOUNDS"], v5p["TPU_CHIPS_PER_HOST_BOUNDS"]) == ("1,1,2", "2,2,1")
+    assert v5p["HOST_BOUNDS"] == v5p["TPU_HOST_BOUNDS"] and v5p["WRAP"] == "false,false,false"
+    assert v5p["TPU_RUNTIME_METRICS_PORTS"] == "8431,8432,8433,8434" and v5p["TPU_SKIP_MDS_QUERY"] == "true"
+    v6e = TpuProfile.env("v6e", "4x4", 4)
+    assert (v6e["TPU_ACCELERATOR_TYPE"], v6e["TPU_HOST_BOUNDS"], v6e["TPU_CHIPS_PER_HOST_BOUNDS"]) == (
+        "v6e-16",
+        "2,2,1",
+        "2,2,1",
+    )
+    assert TpuProfile.devices("v5p", 4) == [
+        "/dev/vfio/0",
+        "/dev/vfio/1",
+        "/dev/vfio/2",
+        "/dev/vfio/3",
+        "/dev/vfio/vfio",
+    ]
+    assert TpuProfile.devices("v4", 2) == ["/dev/accel0", "/dev/accel1"]
+
+
+def test_each_declaration_runs_on_its_clouds_node_profile(secrets: ClusterSecrets) -> None:
+    assert PROFILES["gcp"].gpu is not None and PROFILES["gcp"].gpu.library_dir == f"{vocab.GPU_DRIVER_DIR}/lib64"
+    assert PROFILES["gcp"].gpu.in_linker_cache is False  # the case slurmd's bare environment breaks
+    assert PROFILES["aws"].gpu is not None and PROFILES["aws"].efa
+    for name, cloud, kinds in (
+        ("gpu-shaped", "gcp", {"gpu"}),
+        ("gpu-eks", "aws", {"gpu"}),
+        ("tpu-gke", "gcp", {"tpu"}),
+    ):
+        rendered = render(name, "26.05", secrets)
+        assert rendered.plan.declaration.cloud == cloud
+        assert {g.kind for g in rendered.plan.groups} - {"cpu"} == kinds
+        # every GPU/TPU group is said to run on the profile, and no GPU check is switched off any more
+        assert any("profile (testing/e2e/nodes.py)" in s for s in rendered.standins), rendered.standins
+        groups = rendered.objects.get("ConfigMap", vocab.SCRIPTS_MAP)["data"][vocab.HEALTH_GROUPS_FILE]
+        assert all(line.split()[1] != "0" for line in groups.splitlines() if line.split()[0].startswith("h100"))
+    tpu = render("tpu-gke", "26.05", secrets).plan
+    assert any(g.kind == "tpu" and g.replicas > 1 for g in tpu.groups)

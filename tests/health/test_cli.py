@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from slonk_infra.health import DRAIN_REASON_PREFIX
+from slonk_infra.health.cli import parse_job_gpus
 from slonk_infra.health.drain import MAX_REASON, drain, drain_reason
 from slonk_infra.health.result import EXIT_CODES, Action, HealthReport
 
@@ -224,3 +225,10 @@ def test_modes_report_what_they_skip() -> None:
     _, report, _ = health("--mode", "prolog", "--gpus", "1", "--nvml-replay", str(DATA / "h100-idle.json"))
     skipped = {s.check: s.reason for s in report.skipped}
     assert "gpu-xid" in skipped and "gpu-xid" not in {r.check for r in report.results}
+
+
+def test_job_gpus_as_slurm_gives_them() -> None:
+    assert parse_job_gpus("0,1,2,3") == (0, 1, 2, 3)
+    assert parse_job_gpus("5") == (5,)
+    assert parse_job_gpus(None) is None and parse_job_gpus("") is None
+    assert parse_job_gpus("gpu:0") is None  # not Slurm's form: unknown, never "no GPUs"

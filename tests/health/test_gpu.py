@@ -382,6 +382,39 @@ def test_modes_choose_their_checks() -> None:
         assert "gpu-xid" not in ran[mode] and "gpu-idle" in ran[mode]
     shared = HealthSpec.model_validate({"gpu": {"count": 1}, "exclusiveNodes": False})
     assert "gpu-idle" not in plan(context(rec, shared, "epilog"))[0]
+    with_gpus = context(rec, shared, "epilog")
+    with_gpus.job_gpus = (0,)
+    assert "gpu-idle" in plan(with_gpus)[0]
+
+
+def _two_gpus(busy_device: str) -> dict[str, Any]:
+    """A two-GPU node from the recordings: GPU ``busy_device`` is the busy H100, the other the idle one."""
+    idle, busy = recording("h100-idle"), recording("h100-busy")
+    rec = copy.deepcopy(idle)
+    rec["system"]["deviceCount"] = {"value": 2}
+    rec["devices"] = {"0": idle["devices"]["0"], "1": copy.deepcopy(idle["devices"]["0"])}
+    rec["devices"][busy_device] = busy["devices"]["0"]
+    for index in ("0", "1"):  # NVML's order reversed against the device files: minor 1 is index 0
+        rec["devices"][index]["minorNumber"] = {"value": 1 - int(index)}
+    return rec
+
+
+@pytest.mark.parametrize("mode", ["prolog", "epilog"])
+def test_a_shared_node_looks_only_at_the_jobs_own_gpus(mode: Mode) -> None:
+    shared = HealthSpec.model_validate({"gpu": {"count": 2, "idleGraceSeconds": 0}, "exclusiveNodes": False})
+    rec = _two_gpus(busy_device="0")  # NVML index 0 is /dev/nvidia1, which another job holds
+    mine = context(rec, shared, mode)
+    mine.job_gpus = (0,)  # /dev/nvidia0: NVML index 1, idle
+    result = run_check("gpu-idle", mine)
+    assert result.ok, result
+    assert [g["index"] for g in result.figures["gpus"]] == [1]
+    theirs = context(rec, shared, mode)
+    theirs.job_gpus = (1,)
+    result = run_check("gpu-idle", theirs)
+    assert not result.ok and "GPU 0 at idle" in result.reason
+    exclusive = context(rec, spec(count=2), mode)
+    exclusive.job_gpus = (0,)  # a whole-node job: every GPU must be idle
+    assert not run_check("gpu-idle", exclusive).ok
 
 
 def test_no_gpu_checks_on_a_node_without_gpus() -> None:

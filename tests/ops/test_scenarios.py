@@ -314,7 +314,8 @@ def test_jobs_are_recorded_with_their_machines_and_metrics_are_served(env: Env) 
         server.shutdown()
         server.server_close()
     assert health == 200
-    assert 'slonk_gpus{status="allocated"} 4.0' in text and 'slonk_gpus{status="idle"} 28.0' in text
+    # The h100 partition gives jobs whole nodes (exclusiveNodes): 2 GPUs asked on each of 2 nodes hold all 16.
+    assert 'slonk_gpus{status="allocated"} 16.0' in text and 'slonk_gpus{status="idle"} 16.0' in text
     assert 'slonk_slurm_jobs{partition="h100",state="RUNNING"} 1.0' in text
     assert "slonk_slurm_reachable 1.0" in text and "slonk_kube_reachable 1.0" in text
     assert 'slonk_health_checks{check="gpu-ecc",result="pass"} 1.0' in text

@@ -1,7 +1,9 @@
 """The Slurm renderers line by line: NodeName / PartitionName records, gres.conf and topology lines.
 
 Expected lines are written out in full from the machine figures (see tests/plan/test_capacity.py for
-how each CoreSpecCount / RealMemory / DefMemPerCPU is worked out) and the naming chain.
+how each CoreSpecCount / RealMemory / DefMemPerCPU is worked out) and the naming chain. DefCpuPerGPU and
+DefMemPerGPU follow from the NodeName lines: a3-megagpu-8g keeps 102 - 2 = 100 cores, 100 // 8 = 12
+whole cores = 24 CPUs per GPU, and 1812703 // 8 = 226587 MiB per GPU.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from slonk_infra.slurm.conf import node_line, partition_lines
+from slonk_infra.slurm.conf import node_line, partition_lines, render_slurm_conf
 from slonk_infra.slurm.gres import gpu_files, render_gres_conf
 from slonk_infra.slurm.lines import kv_line
 from slonk_infra.slurm.topology import render_topology_conf, render_topology_yaml
@@ -64,16 +66,71 @@ def test_aws_node_line() -> None:
 def test_default_partitions_with_def_mem_per_cpu_and_blocks_for_tpus() -> None:
     plan = plan_for("gcp")
     every = "h100-a-[0-15],h100-b-[0-15],cpu-[0-1],v5p-0-[0-15],v5p-1-[0-15]"
+    # Every partition holding a GPU group allocates whole nodes (health.exclusiveNodes defaults to true)
+    # and gives GPU jobs CPUs and memory per GPU; the CPU and TPU partitions stay shared, per CPU only.
+    gpu = "DefCpuPerGPU=24 DefMemPerGPU=226587"
     assert partition_lines(plan) == [
-        f"PartitionName=low Nodes={every} DefMemPerCPU=2072 Default=NO PriorityTier=1 MaxTime=UNLIMITED State=UP",
-        f"PartitionName=general Nodes={every} DefMemPerCPU=2072 Default=YES PriorityTier=2 MaxTime=UNLIMITED State=UP",
-        f"PartitionName=high Nodes={every} DefMemPerCPU=2072 Default=NO PriorityTier=3 MaxTime=UNLIMITED State=UP",
+        f"PartitionName=low Nodes={every} DefMemPerCPU=2072 {gpu} Default=NO PriorityTier=1 MaxTime=UNLIMITED "
+        "OverSubscribe=EXCLUSIVE State=UP",
+        f"PartitionName=general Nodes={every} DefMemPerCPU=2072 {gpu} Default=YES PriorityTier=2 MaxTime=UNLIMITED "
+        "OverSubscribe=EXCLUSIVE State=UP",
+        f"PartitionName=high Nodes={every} DefMemPerCPU=2072 {gpu} Default=NO PriorityTier=3 MaxTime=UNLIMITED "
+        "OverSubscribe=EXCLUSIVE State=UP",
         "PartitionName=cpu Nodes=cpu-[0-1] DefMemPerCPU=4005 Default=NO PriorityTier=2 MaxTime=UNLIMITED State=UP",
-        "PartitionName=h100 Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=8885 Default=NO PriorityTier=2 "
-        "MaxTime=UNLIMITED State=UP",
+        f"PartitionName=h100 Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=8885 {gpu} Default=NO PriorityTier=2 "
+        "MaxTime=UNLIMITED OverSubscribe=EXCLUSIVE State=UP",
         "PartitionName=tpu-v5p Nodes=v5p-0-[0-15],v5p-1-[0-15] DefMemPerCPU=2072 Default=NO PriorityTier=2 "
         "MaxTime=UNLIMITED Topology=blocks State=UP",
     ]
+
+
+def test_per_gpu_defaults_come_from_the_leanest_gpu_group_of_a_partition() -> None:
+    def with_l4(raw: dict[str, Any]) -> None:
+        raw["pools"].append({"name": "l4", "kind": "gpu", "accelerator": {"type": "l4", "count": 2}, "nodes": 2})
+
+    lines = {ln.split()[0]: ln for ln in partition_lines(plan_for("gcp", with_l4))}
+    # g2-standard-24: 12 cores less 1 kept = 11, 11 // 2 = 5 whole cores = 10 CPUs per GPU (not 22 // 2 = 11,
+    # which Slurm would round up to 12 CPUs per GPU job); RealMemory 85859 // 2 = 42929 MiB per GPU.
+    assert lines["PartitionName=l4"] == (
+        "PartitionName=l4 Nodes=l4-[0-1] DefMemPerCPU=3902 DefCpuPerGPU=10 DefMemPerGPU=42929 Default=NO "
+        "PriorityTier=2 MaxTime=UNLIMITED OverSubscribe=EXCLUSIVE State=UP"
+    )
+    # The default partitions hold both GPU groups: the L4's shares, so no default overfills an L4 node.
+    assert " DefMemPerCPU=2072 DefCpuPerGPU=10 DefMemPerGPU=42929 " in lines["PartitionName=general"]
+    assert " DefCpuPerGPU=24 DefMemPerGPU=226587 " in lines["PartitionName=h100"]
+
+
+def test_shared_nodes_keep_the_per_gpu_defaults_but_allocate_no_whole_nodes() -> None:
+    def shared(raw: dict[str, Any]) -> None:
+        raw["health"] = {"exclusiveNodes": False}
+
+    lines = partition_lines(plan_for("gcp", shared))
+    assert not [ln for ln in lines if "OverSubscribe" in ln]
+    assert [ln.split()[0] for ln in lines if "DefMemPerGPU=226587" in ln] == [
+        "PartitionName=low",
+        "PartitionName=general",
+        "PartitionName=high",
+        "PartitionName=h100",
+    ]
+
+
+def test_a_failed_prolog_requeues_the_job_without_holding_it() -> None:
+    def slurm_22_05(raw: dict[str, Any]) -> None:
+        raw["image"]["slurmVersion"] = "22.05"
+        raw["slurm"]["topology"] = "tree"
+
+    def settings(text: str) -> dict[str, str]:
+        return dict(
+            ln.split("=", 1) for ln in text.splitlines() if ln and not ln.startswith(("#", "NodeName=", "Partition"))
+        )
+
+    modern = settings(render_slurm_conf(plan_for("gcp")))  # the gcp stack's image is 25.05
+    assert modern["SchedulerParameters"] == "nohold_on_prolog_fail"
+    assert modern["PrologFlags"] == "Alloc,ForceRequeueOnFail"
+    old = settings(render_slurm_conf(plan_for("gcp", slurm_22_05)))
+    assert old["SchedulerParameters"] == "nohold_on_prolog_fail"
+    # 22.05 has no ForceRequeueOnFail and refuses to start on it ("fatal: PrologFlags invalid").
+    assert old["PrologFlags"] == "Alloc"
 
 
 def test_tpu_partitions_select_blocks_only_with_topology_yaml() -> None:
@@ -90,11 +147,11 @@ def test_declared_partitions() -> None:
 
     lines = partition_lines(plan_for("gcp", declared))
     assert lines[0] == (
-        "PartitionName=gpu Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=8885 Default=YES PriorityTier=5 "
-        "MaxTime=2-00:00:00 State=UP"
+        "PartitionName=gpu Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=8885 DefCpuPerGPU=24 DefMemPerGPU=226587 "
+        "Default=YES PriorityTier=5 MaxTime=2-00:00:00 OverSubscribe=EXCLUSIVE State=UP"
     )
     assert lines[1].startswith("PartitionName=spare Nodes=h100-a-[0-15],h100-b-[0-15],cpu-[0-1],v5p-0-[0-15],")
-    assert " PreemptMode=REQUEUE " in lines[1] and "Default=NO" in lines[1]
+    assert " PreemptMode=REQUEUE OverSubscribe=EXCLUSIVE " in lines[1] and "Default=NO" in lines[1]
 
 
 def test_gres_lines() -> None:

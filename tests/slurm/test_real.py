@@ -20,7 +20,7 @@ from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import render_slurm_files
-from testing.slurmlab import SlurmLab, check_config, require_flavor, stand_in_health_check
+from testing.slurmlab import HEALTHCHECK_STANDIN, SlurmLab, check_config, require_flavor, stand_in_health_check
 
 # flavor -> (image Slurm version, topology style) the scenario declares
 FLAVORS = {"host": ("22.05", "tree"), "chroot": ("25.05", "yaml")}
@@ -58,6 +58,31 @@ def lab(
 
 def show(lab: SlurmLab, *args: str) -> str:
     return lab.run(["scontrol", "show", *args], check=True).stdout
+
+
+# Per-GPU defaults of the small declaration's partitions, from its NodeName lines: g2-standard-24 keeps 11
+# cores (5 whole cores = 10 CPUs per L4, 85859 // 2 = 42929 MiB), a3-megagpu-8g 100 (12 cores = 24 CPUs per
+# H100, 1812703 // 8 = 226587 MiB); the partitions that hold both take the L4's. The TPU one has none.
+GPU_DEFAULTS = {
+    "l4": (10, 42929),
+    "h100": (24, 226587),
+    "general": (10, 42929),
+    "low": (10, 42929),
+    "high": (10, 42929),
+}
+
+
+def field(record: str, key: str) -> str:
+    m = re.search(rf"(?:^|\s){re.escape(key)}=(\S*)", record)
+    assert m, f"no {key}= in {record}"
+    return m.group(1)
+
+
+def alloc_tres(record: str) -> dict[str, str]:
+    """A job's allocated TRES: 22.05 calls them TRES=, 26.05 AllocTRES=."""
+    m = re.search(r"(?:^|\s)(?:Alloc)?TRES=(\S+)", record)
+    assert m, record
+    return dict(item.split("=", 1) for item in m.group(1).split(","))
 
 
 def test_nodes_partitions_gres_and_features_match_the_declaration(lab: tuple[SlurmLab, ClusterPlan]) -> None:
@@ -109,6 +134,44 @@ def test_prolog_and_slurmd_run_the_health_check_without_the_pod_environment(
     slurm.wait_job(job, timeout=60)
     calls = slurm.run(["cat", "healthcheck.log"], check=True).stdout.splitlines()
     assert any(c.startswith("prolog l4-") for c in calls), calls
+
+
+def test_prolog_failures_requeue_and_gpu_partitions_allocate_whole_nodes(lab: tuple[SlurmLab, ClusterPlan]) -> None:
+    slurm, plan = lab
+    config = show(slurm, "config")
+    assert re.search(r"^SchedulerParameters\s*=\s*nohold_on_prolog_fail$", config, re.M), config
+    flags = "Alloc,ForceRequeueOnFail" if slurm.flavor == "chroot" else "Alloc"
+    assert re.search(rf"^PrologFlags\s*=\s*{flags}$", config, re.M), config
+    for p in plan.partitions:
+        record = show(slurm, "partition", p.name)
+        if p.name in GPU_DEFAULTS:
+            cpus, mem = GPU_DEFAULTS[p.name]
+            assert re.search(rf"\sJobDefaults=DefCpuPerGPU={cpus},DefMemPerGPU={mem}\s", record), record
+            # 26.05 reads OverSubscribe=EXCLUSIVE as its new Exclusive=NODE.
+            assert "OverSubscribe=EXCLUSIVE" in record or "Exclusive=NODE" in record, record
+        else:
+            assert "JobDefaults=(null)" in record and "OverSubscribe=NO" in record, record
+            assert "Exclusive=NODE" not in record, record
+        assert "DefMemPerCPU=" in record, record
+
+
+def test_gpu_jobs_get_memory_and_cpus_per_gpu_and_whole_nodes(lab: tuple[SlurmLab, ClusterPlan]) -> None:
+    slurm, _ = lab
+    show_own_job = ["sh", "-c", 'scontrol show job -o "$SLURM_JOB_ID"']
+
+    def job(*args: str) -> str:
+        return slurm.run(["srun", "-N", "1", *args, *show_own_job], check=True, timeout=60).stdout
+
+    # One task on eight H100s: 8 x 226587 MiB, not one core's DefMemPerCPU; every CPU of the node.
+    eight = job("-p", "h100", "--gpus=8")
+    assert field(eight, "MemPerTres") == "gpu:226587"
+    assert alloc_tres(eight)["mem"] == f"{8 * 226587}M" and alloc_tres(eight)["cpu"] == "204", eight
+    # One L4 in the exclusive l4 partition: the whole node, so both GPUs and their memory.
+    one = job("-p", "l4", "--gpus=1")
+    assert alloc_tres(one)["mem"] == f"{2 * 42929}M" and alloc_tres(one)["cpu"] == "22", one
+    # No GPU asked: DefMemPerCPU applies (its own partition's, the L4 node's 85859 // 22).
+    plain = job("-p", "l4")
+    assert field(plain, "MinMemoryCPU") == "3902M", plain
 
 
 def test_srun_across_nodes_and_switch_constraint(lab: tuple[SlurmLab, ClusterPlan]) -> None:
@@ -194,6 +257,61 @@ def test_a_broken_file_is_rejected(flavor: str, tmp_path: Path) -> None:
     verdict = check_config(files, flavor, tmp_path / "bad")  # type: ignore[arg-type]
     assert not verdict.accepted and verdict.exit_code != 0
     assert "SelectTyp" in verdict.output
+
+
+# The health check fails the next prolog once the test arms it, on whichever node runs it, and says where.
+FAIL_NEXT_PROLOG = (
+    HEALTHCHECK_STANDIN
+    + """home="$(dirname "$0")/../../home"
+if [ "${1:-}" = prolog ] && rm "$home/fail-next-prolog" 2>/dev/null; then
+  echo "$SLURMD_NODENAME" > "$home/prolog-failed-on"
+  exit 3
+fi
+"""
+)
+
+
+@pytest.mark.parametrize("flavor", sorted(FLAVORS))
+def test_a_job_whose_prolog_fails_runs_elsewhere(flavor: str, tmp_path: Path) -> None:
+    """A failing prolog drains the node and requeues the job, not held, so it starts on another node."""
+    require_flavor(flavor)  # type: ignore[arg-type]
+    plan = build_plan(small_declaration(*FLAVORS[flavor]))
+    files = conf_files(plan)
+    files["scripts/healthcheck.sh"] = FAIL_NEXT_PROLOG
+    started = [n for g in plan.groups for n in g.node_names[: g.replicas]]
+    with SlurmLab(files, flavor, tmp_path / "lab", initial_nodes=started) as slurm:  # type: ignore[arg-type]
+        home = slurm.workdir / "home"
+
+        def requeued(job: int) -> str:
+            deadline = time.monotonic() + 30
+            while not re.search(r" JobState=PENDING .* Restarts=1 ", record := show(slurm, "job", "-o", str(job))):
+                assert time.monotonic() < deadline, record
+                time.sleep(0.2)
+            return record
+
+        (home / "fail-next-prolog").touch()
+        job = slurm.sbatch("true\n", "-p", "l4")
+        record = requeued(job)
+        bad = (home / "prolog-failed-on").read_text().strip()
+        # Without nohold_on_prolog_fail: Reason=launch_failed_requeued_held Priority=0.
+        assert field(record, "JobState") == "PENDING" and field(record, "Reason") == "BeginTime", record
+        assert field(record, "Priority") != "0", record
+        state, reason = slurm.node_states()[bad]
+        assert "DRAIN" in state and "Prolog error" in reason, (state, reason)
+        # The requeue delay (cred_expire, 120 s) is all that keeps it from starting at once.
+        slurm.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True)
+        slurm.wait_job(job, timeout=60)
+        ran_on = field(show(slurm, "job", "-o", str(job)), "NodeList")
+        assert ran_on.startswith("l4-") and ran_on != bad
+
+        # A --no-requeue job: ForceRequeueOnFail (23.02+) requeues it; 22.05 has no such flag and cancels it.
+        (home / "fail-next-prolog").touch()
+        job = slurm.sbatch("true\n", "-p", "h100", "--no-requeue")
+        if flavor == "chroot":
+            record = requeued(job)
+            assert field(record, "Reason") == "BeginTime" and field(record, "Priority") != "0", record
+        else:
+            assert slurm.wait_job(job, states={"CANCELLED"}) == "CANCELLED"
 
 
 def test_block_topology_on_modern_slurm(tmp_path: Path) -> None:

@@ -52,6 +52,49 @@ def test_slurmd_records_the_named_variables_and_the_env_script(tmp_path: Path) -
     assert out.read_text() == ""
 
 
+def test_slurmd_expands_prefixes_and_marks_path_lists(tmp_path: Path) -> None:
+    (tmp_path / "TPU_decoy").write_text("")  # a file a glob of TPU_* would match
+    out = tmp_path / "task-env"
+    env = {
+        "PATH": os.environ["PATH"],
+        "SLONK_TASK_ENV": "TPU_WORKER_ID,LD_LIBRARY_PATH,TPU_*,VBAR_CONTROL_SERVICE_URL",
+        "TPU_WORKER_ID": "1",
+        "TPU_TOPOLOGY": "2x2x2",
+        "TPU_SKIP_MDS_QUERY": "true",
+        "VBAR_CONTROL_SERVICE_URL": "10.0.0.2:8353",
+        "LD_LIBRARY_PATH": "/opt/amazon/efa/lib:/usr/local/nvidia/lib64",
+        "NOT_TPU_X": "no",
+    }
+    script = _script("slurmd.sh", out)
+    subprocess.run(["sh", "-c", _writer(script)], env=env, check=True, cwd=tmp_path)
+    assert out.read_text().splitlines() == [
+        "export TPU_WORKER_ID=1",
+        "prepend LD_LIBRARY_PATH=/opt/amazon/efa/lib:/usr/local/nvidia/lib64",
+        "export TPU_SKIP_MDS_QUERY=true",
+        "export TPU_TOPOLOGY=2x2x2",
+        "export VBAR_CONTROL_SERVICE_URL=10.0.0.2:8353",
+    ]
+
+
+def test_task_prolog_puts_the_nodes_paths_before_the_tasks_own(tmp_path: Path) -> None:
+    nccl = tmp_path / "env.sh"
+    nccl.write_text('export LD_LIBRARY_PATH="/usr/local/gib/lib64:$LD_LIBRARY_PATH"\n')
+    record = tmp_path / "task-env"
+    record.write_text(f"#script {nccl}\nprepend LD_LIBRARY_PATH=/opt/amazon/efa/lib:/usr/local/nvidia/lib64\n")
+    prolog = tmp_path / "task-env.sh"
+    prolog.write_text(_script("task-env.sh", record))
+    user = "/home/alice/conda/lib:/usr/local/nvidia/lib64"
+    env = {"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": user}
+    out = subprocess.run(["sh", str(prolog)], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [
+        "export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/usr/local/nvidia/lib64:/home/alice/conda/lib",
+        # the env script builds on that, so the task's own entries survive its line too
+        "export LD_LIBRARY_PATH=/usr/local/gib/lib64:/opt/amazon/efa/lib:/usr/local/nvidia/lib64:/home/alice/conda/lib",
+    ]
+    bare = subprocess.run(["sh", str(prolog)], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
+    assert bare.stdout.splitlines()[0] == "export LD_LIBRARY_PATH=/opt/amazon/efa/lib:/usr/local/nvidia/lib64"
+
+
 def test_task_prolog_exports_the_recorded_variables_and_what_the_env_script_sets(tmp_path: Path) -> None:
     nccl = tmp_path / "nccl-env-profile.sh"
     nccl.write_text("export NCCL_NET_GDR_LEVEL=PIX\nexport NCCL_CROSS_NIC=0\necho noise\n")

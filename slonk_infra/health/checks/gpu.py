@@ -223,12 +223,14 @@ def _idle_problems(ctx: CheckContext, gpus: list[dict[str, Any]]) -> list[Proble
 def gpu_idle(ctx: CheckContext) -> CheckResult:
     """No compute process and little memory in use on a GPU no job holds.
 
-    A finished job's processes can take a moment to release the GPU, so the check looks again every
-    half second for ``idleGraceSeconds`` before it reports them.
+    On a shared node (``exclusiveNodes: false``) only the job's own GPUs are looked at: another job's
+    processes on the others are legitimate. A finished job's processes can take a moment to release the
+    GPU, so the check looks again every half second for ``idleGraceSeconds`` before it reports them.
     """
     deadline = ctx.clock() + ctx.spec.gpu.idle_grace_seconds
+    indices = list(ctx.gpus()) if ctx.spec.exclusive_nodes or ctx.job_gpus is None else ctx.job_gpu_indices()
     while True:
-        problems, gpus = _per_gpu(ctx)
+        gpus: list[dict[str, Any]] = [{"index": i} for i in indices]
         try:
             problems = _idle_problems(ctx, gpus)
         except NvmlError as err:

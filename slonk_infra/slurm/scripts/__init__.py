@@ -43,6 +43,7 @@ SETTINGS: dict[str, str] = {
     "CONF_DIR": vocab.CONF_DIR,
     "SLURMCTLD_PORT": str(vocab.SLURMCTLD_PORT),
     "TASK_ENV_FILE": vocab.TASK_ENV_FILE,
+    "GPU_DRIVER_DIR": vocab.GPU_DRIVER_DIR,
     "USERS_DIR": vocab.USERS_DIR,
     "LOGIN_HOST_KEY": vocab.LOGIN_HOST_KEY,
 }

@@ -8,6 +8,12 @@
 # yet, and the non-zero exit keeps slurmd from starting) and publishes the verdict in the node's
 # Comment for the operations controller. Pods of no worker group (controller, login) skip it.
 set -eu
+# slurmd gives this no search path (HealthCheckProgram: SLURMD_NODENAME only; prolog/epilog: the job's
+# SLURM_* variables). The GPU driver's libraries and nvidia-smi may live under @GPU_DRIVER_DIR@ (GKE's
+# device plugin), which the container's environment names but this one does not; slurmd.sh puts them
+# in the linker cache too, and this keeps the check working where that could not be written.
+export PATH="${PATH:-/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}:@GPU_DRIVER_DIR@/bin"
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}@GPU_DRIVER_DIR@/lib64:@GPU_DRIVER_DIR@/lib"
 mode="${1:-interval}"
 here="$(dirname "$0")"
 node="${SLURMD_NODENAME:-$(hostname)}"

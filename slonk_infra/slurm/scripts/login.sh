@@ -1,5 +1,5 @@
 #!/bin/sh
-# Login entrypoint: sshd in the foreground, for the declared users (slonk_infra.accounts): their
+# Login entrypoint: sshd in the foreground, for the declared users (slonk_infra.declaration.users): their
 # passwd/group entries come through NSS from @USERS_DIR@, their public keys from
 # @USERS_DIR@/authorized_keys.<name> (read per login, so a key change needs no restart), and sshd's
 # host key from the login-host-keys Secret, created once, so clients keep trusting the Service.
@@ -12,6 +12,11 @@ while IFS=: read -r name _ uid gid _ home _; do
     install -d -o "$uid" -g "$gid" -m 0700 "$home"
   fi
 done < "@USERS_DIR@/passwd"
+# A user declared later appears through NSS at once (the Secret's files are updated in place) and gets
+# a home at first login: pam_mkhomedir(8) in sshd's session stack (sshd runs with UsePAM).
+if [ -f /etc/pam.d/sshd ] && ! grep -q pam_mkhomedir /etc/pam.d/sshd; then
+  echo "session optional pam_mkhomedir.so skel=/etc/skel umask=0077" >> /etc/pam.d/sshd
+fi
 hostkey="@LOGIN_HOST_KEY@"
 if [ ! -s "$hostkey" ]; then
   # Only without the Secret (an image run by hand): a key of this pod's own, new at every start.

@@ -11,15 +11,46 @@ node="$(hostname)"
 # Client commands in this pod (scontrol below, slonk-health's verdict) fetch the config from slurmctld
 # until slurmd has cached it under /run/slurm/conf.
 export SLURM_CONF_SERVER="${SLONK_CONTROLLER}:@SLURMCTLD_PORT@"
-# The variables the manifests name in SLONK_TASK_ENV (fabric, TPU slice), for task-env.sh to hand to
-# every task; the fabric's env script is recorded and read there.
+# GPU driver libraries into the linker cache. GKE's device plugin mounts the driver under
+# @GPU_DRIVER_DIR@ (lib64, bin), which only this container's own LD_LIBRARY_PATH names, while slurmd
+# starts HealthCheckProgram, Prolog and Epilog with a bare environment (Slurm's prolog/epilog guide:
+# "no search path set"): without this, libnvidia-ml.so.1 is not found there, nor by a job that sets
+# its own LD_LIBRARY_PATH. (EKS: the NVIDIA container toolkit puts the libraries in the standard path
+# and runs ldconfig itself.) Slonk's compute-node setup does the same.
+driver_dirs=""
+for dir in "@GPU_DRIVER_DIR@/lib64" "@GPU_DRIVER_DIR@/lib"; do
+  if [ -d "$dir" ]; then driver_dirs="$driver_dirs$dir
+"; fi
+done
+if [ -n "$driver_dirs" ]; then
+  if ! { printf '%s' "$driver_dirs" > /etc/ld.so.conf.d/slonk-gpu-driver.conf && ldconfig; }; then
+    echo "slurmd.sh: could not add the GPU driver to the linker cache; the health check names it itself" >&2
+  fi
+fi
+# The variables the manifests name in SLONK_TASK_ENV (fabric, TPU slice; NAME* stands for every
+# variable with that prefix), for task-env.sh to hand to every task; the fabric's env script is
+# recorded and read there. A list of paths (a name ending in PATH) is put before the task's own
+# value, never instead of it: a job's conda or toolkit paths must survive (slurm.conf(5) TaskProlog).
 : > "@TASK_ENV_FILE@.new"
 if [ -n "${SLONK_TASK_ENV_SCRIPT:-}" ]; then
   printf '#script %s\n' "$SLONK_TASK_ENV_SCRIPT" >> "@TASK_ENV_FILE@.new"
 fi
+names=""
+set -f  # TPU_* is a prefix, never a file pattern
 for name in $(printf '%s' "${SLONK_TASK_ENV:-}" | tr ',' ' '); do
-  printf 'export %s=%s\n' "$name" "$(printenv "$name" || true)" >> "@TASK_ENV_FILE@.new"
+  case "$name" in
+    *"*") names="$names $(env | sed -n "s/^\(${name%"*"}[A-Za-z0-9_]*\)=.*/\1/p" | sort | tr '\n' ' ')" ;;
+    *) names="$names $name" ;;
+  esac
 done
+for name in $(printf '%s' "$names" | tr ' ' '\n' | awk 'NF && !seen[$0]++'); do
+  value="$(printenv "$name")" || continue  # not set on this node: the task keeps its own
+  case "$name" in
+    *PATH) printf 'prepend %s=%s\n' "$name" "$value" ;;
+    *) printf 'export %s=%s\n' "$name" "$value" ;;
+  esac >> "@TASK_ENV_FILE@.new"
+done
+set +f
 chmod 644 "@TASK_ENV_FILE@.new"
 mv "@TASK_ENV_FILE@.new" "@TASK_ENV_FILE@"
 sh "$here/healthcheck.sh" boot
