@@ -88,8 +88,12 @@ install -d /etc/slonk/users
 # sshd in a pod: the login pod cannot write /proc/self/loginuid (no CAP_AUDIT_CONTROL), and a
 # required pam_loginuid would end every session at login. Host keys are not baked into the image
 # (every cluster would share them); the login pod gets its own from a Secret.
+# A user declared after the login pod started appears through NSS at once (the users Secret is updated
+# in place) and gets a home at first login: pam_mkhomedir(8) in sshd's session stack (UsePAM yes).
 if [ -f /etc/pam.d/sshd ]; then
     sed -i 's/^\(session[[:space:]]\+\)required\([[:space:]]\+pam_loginuid.so\)/\1optional\2/' /etc/pam.d/sshd
+    grep -q pam_mkhomedir /etc/pam.d/sshd ||
+        echo "session optional pam_mkhomedir.so skel=/etc/skel umask=0077" >> /etc/pam.d/sshd
 fi
 rm -f /etc/ssh/ssh_host_*
 

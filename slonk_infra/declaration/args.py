@@ -318,7 +318,7 @@ class HealthArgs(TypedDict):
     disk: NotRequired[DiskHealthArgs]
     """Scratch and home checks."""
     exclusive_nodes: NotRequired[bool]
-    """Jobs get whole nodes (GPU partitions render OverSubscribe=EXCLUSIVE), so prolog and epilog demand every GPU idle; false: jobs share nodes and they look only at the job's own GPUs. Default: True."""
+    """Jobs get whole nodes on partitions of GPU pools alone (slurm.conf OverSubscribe=EXCLUSIVE); false: jobs may share GPU nodes. Either way prolog and epilog demand only the job's own GPUs idle. Default: True."""
     interval_seconds: NotRequired[int]
     """Seconds between Slurm's runs of the health check on every node (slurm.conf HealthCheckInterval); a fault found between jobs drains the node within this time. Default: 300."""
     instance_id_file: NotRequired[str]

@@ -203,8 +203,8 @@ class HealthSpec(_Model):
     exclusive_nodes: bool = Field(
         default=True,
         description=(
-            "Jobs get whole nodes (GPU partitions render OverSubscribe=EXCLUSIVE), so prolog and epilog demand "
-            "every GPU idle; false: jobs share nodes and they look only at the job's own GPUs."
+            "Jobs get whole nodes on partitions of GPU pools alone (slurm.conf OverSubscribe=EXCLUSIVE); false: "
+            "jobs may share GPU nodes. Either way prolog and epilog demand only the job's own GPUs idle."
         ),
     )
     interval_seconds: int = Field(

@@ -23,8 +23,10 @@ class CheckContext:
     nvml: Nvml | None = None
     nvml_error: NvmlError | None = None
     job_gpus: tuple[int, ...] | None = None
-    """The job's GPUs as Slurm numbers them (``SLURM_JOB_GPUS`` in prolog and epilog: N of the
-    /dev/nvidiaN gres.conf names); None where Slurm named none (no job, or a job holding no GPU)."""
+    """The job's GPUs as Slurm numbers them (``SLURM_JOB_GPUS`` in prolog and epilog): indexes into the
+    node's gres.conf device list, which the rendered gres.conf writes as one ``File=/dev/nvidia[0-N]``, so
+    index i is /dev/nvidia<i>, the device of minor number i. None where Slurm named none (no job, or a job
+    holding no GPU)."""
     sleep: Callable[[float], None] = field(default=time.sleep)
     clock: Callable[[], float] = field(default=time.monotonic)
 

@@ -18,7 +18,7 @@ def plan(ctx: CheckContext, only: Iterable[str] = (), skip: Iterable[str] = ()) 
     if unknown:
         raise ValueError(f"unknown check(s) {', '.join(sorted(unknown))}; known: {', '.join(CHECKS)}")
     spec = ctx.spec
-    mode_out = mode_skips(ctx.mode, spec.exclusive_nodes, ctx.job_gpus is not None)
+    mode_out = mode_skips(ctx.mode, ctx.job_gpus is not None)
     run: list[str] = []
     skipped: list[Skipped] = []
     for name in CHECKS:

@@ -14,8 +14,6 @@ from slonk_infra.slurm.lines import header, kv_line
 # brings its own node in, and the preStop hook returns it to FUTURE, so a scaled-down pool leaves no
 # DOWN records behind. See docs/node-lifecycle.md.
 INITIAL_NODE_STATE = "FUTURE"
-# Seconds between slonk-health runs on each node; CYCLE spreads the runs over the interval so a
-# large cluster does not check every node (and publish every verdict) in the same second.
 
 # Timeouts for nodes that come and go with pods: a pod replaced by Kubernetes gets its slurmd back
 # within a minute or two, so slurmctld waits that long before declaring it dead, and a returning
@@ -59,6 +57,12 @@ def prolog_flags(plan: ClusterPlan) -> list[str]:
     return flags
 
 
+# Node Weight by kind (slurm.conf(5): nodes of the lowest weight are allocated first), so a CPU-only job
+# in a partition that also holds accelerators takes CPU nodes first, then GPU nodes, TPU hosts last: one
+# busy host keeps a whole multi-host slice from its TPU jobs. CPU nodes keep Slurm's default, 1.
+NODE_WEIGHT = {"cpu": None, "gpu": 10, "tpu": 100}
+
+
 def node_line(group: WorkerGroup) -> str:
     """The ``NodeName=`` record of a worker group."""
     shape = group.shape
@@ -72,6 +76,7 @@ def node_line(group: WorkerGroup) -> str:
             ("RealMemory", shape.real_memory_mib),
             ("Gres", group.gres),
             ("Feature", ",".join(group.features)),
+            ("Weight", NODE_WEIGHT[group.kind]),
             ("State", INITIAL_NODE_STATE),
         ]
     )
@@ -123,14 +128,12 @@ def partition_lines(plan: ClusterPlan) -> list[str]:
         # on an 8-GPU node, AllocTRES mem=8*DefMemPerGPU); where a partition mixes GPU machines, that is
         # the leanest one's share per GPU on the bigger ones too, and a job wanting more asks --mem.
         cpu_per_gpu, mem_per_gpu = gpu_defaults(members)
-        # The health check in prolog and epilog demands every GPU of the node idle when
-        # health.exclusiveNodes, which holds only if no two jobs share a GPU node: every partition with a
-        # GPU group allocates whole nodes, the mixed default partitions too (a partition that is not
-        # exclusive would let jobs share the GPU nodes it holds). CPU and TPU nodes of such a partition
-        # are whole-node there as well; the per-group partitions of CPU and TPU groups stay shared.
-        # 26.05 reads OverSubscribe=EXCLUSIVE as Exclusive=NODE (its new spelling; the old one is
-        # documented as deprecated and accepted without a warning).
-        exclusive = exclusive_nodes and mem_per_gpu is not None
+        # health.exclusiveNodes: jobs on GPU partitions get whole nodes (slurm.conf(5) OverSubscribe=EXCLUSIVE;
+        # 26.05 reads it as Exclusive=NODE, its new spelling, accepting the old one without a warning).
+        # Only partitions of GPU groups alone: on the default partitions, which also hold CPU and TPU
+        # nodes, whole nodes would hand a one-core job an 8-GPU node or a TPU host (and with it the
+        # slice). The health check does not depend on it: prolog and epilog look at the job's own GPUs.
+        exclusive = exclusive_nodes and bool(members) and all(g.kind == "gpu" for g in members)
         out.append(
             kv_line(
                 [
@@ -201,6 +204,8 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         # slonk-health on every node between jobs too (drains and publishes a verdict on failure).
         ("HealthCheckProgram", f"{vocab.SCRIPTS_DIR}/healthcheck.sh"),
         ("HealthCheckInterval", plan.declaration.health.interval_seconds),
+        # CYCLE spreads the runs over the interval, so a large cluster does not check every node (and
+        # publish every verdict) in the same second.
         ("HealthCheckNodeState", "ANY,CYCLE"),
         # Hands each task the node's fabric (NCCL plugin, libfabric) and TPU slice variables, which a
         # task would not otherwise see: it inherits the submitter's environment, not slurmd's.

@@ -330,16 +330,20 @@ def gres_match_hardware(cluster: Cluster) -> str:
 def user_added_later(cluster: Cluster) -> str:
     """14. A user declared later logs in without a login restart and finds a home directory."""
     login = cluster.pods["login-0"]
-    started = cluster.started_at("login-0")
+    started, restarts = cluster.started_at("login-0"), cluster.restarts("login-0")
     name, uid = "carol", 2042
     key = cluster.secrets.user_public_key
 
     def add(raw: dict[str, Any]) -> None:
         raw["users"] = [*raw["users"], {"name": name, "uid": uid, "gid": uid, "sshAuthorizedKeys": [key]}]
 
-    cluster.apply(rerender(cluster.rendered, cluster.secrets, add))
-    if cluster.started_at("login-0") != started or cluster.pods["login-0"] is not login:
-        raise AssertionError("adding a user restarted the login pod")
+    result = cluster.apply(rerender(cluster.rendered, cluster.secrets, add))
+    now = (cluster.pods.get("login-0") is login, cluster.started_at("login-0"), cluster.restarts("login-0"))
+    if now != (True, started, restarts):
+        raise AssertionError(
+            f"adding a user restarted the login pod: same pod {now[0]}, started {started} -> {now[1]}, "
+            f"restarts {restarts} -> {now[2]}; apply replaced {result.replaced}"
+        )
     out = wait_for(
         f"{name} logs in", lambda: _try_ssh(cluster, name, "id -u; stat -c '%u %a' ~; pwd"), 120, interval=3.0
     )
@@ -354,6 +358,37 @@ def _try_ssh(cluster: Cluster, user: str, command: str) -> str | None:
         return cluster.ssh(user, command, timeout=60)
     except Exception:  # not there yet: the Secret's files reach the pod within kubelet's sync period
         return None
+
+
+def _mixed_default(cluster: Cluster) -> tuple[str, list[str]] | None:
+    """The default partition when it holds CPU and accelerator groups, and its running CPU nodes."""
+    plan = cluster.rendered.plan
+    default = next(p for p in plan.partitions if p.default)
+    kinds = {g.name: g.kind for g in plan.groups}
+    members = [g for g in plan.groups if g.name in default.groups]
+    if not any(g.kind == "cpu" and g.replicas for g in members) or all(kinds[g] == "cpu" for g in default.groups):
+        return None
+    return default.name, [n for g in members if g.kind == "cpu" for n in g.node_names[: g.replicas]]
+
+
+def no_mixed_default(cluster: Cluster) -> str | None:
+    return None if _mixed_default(cluster) else "the default partition holds no CPU and accelerator nodes together"
+
+
+def cpu_work_on_cpu_nodes(cluster: Cluster) -> str:
+    """15. One-core jobs in a default partition that also holds GPU or TPU nodes run on the CPU nodes,
+    sharing them, never taking a whole accelerator node (node Weight; no whole nodes on mixed partitions)."""
+    found = _mixed_default(cluster)
+    assert found is not None
+    partition, cpu_nodes = found
+    jobs = [submit(cluster, f"-p {partition} -n1 -o /dev/null", "sleep 8", user=_as_user(cluster)) for _ in range(3)]
+    for job in jobs:
+        wait_job(cluster, job, ("RUNNING", "COMPLETING", "COMPLETED"), 60)
+    where = {job: job_fields(cluster, job).get("NodeList", "") for job in jobs}
+    wait_done(cluster, jobs, 60)
+    if any(node not in cpu_nodes for node in where.values()):
+        raise AssertionError(f"one-core jobs in {partition} ran on {where}, want the CPU nodes {cpu_nodes}")
+    return f"3 one-core jobs in {partition} ran together on {sorted(set(where.values()))}, no accelerator node taken"
 
 
 def prolog_seconds(cluster: Cluster, runs: int = 20) -> list[float]:
@@ -377,10 +412,12 @@ def prolog_figures(seconds: list[float]) -> str:
 
 
 __all__ = [
+    "cpu_work_on_cpu_nodes",
     "gpu_sharing",
     "gres_match_hardware",
     "health_under_slurmd",
     "no_gpus",
+    "no_mixed_default",
     "no_multihost_tpu",
     "no_path_fabric",
     "prolog_figures",

@@ -19,13 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from slonk_infra import vocab
+from slonk_infra.plan import WorkerGroup
 from testing.e2e.cluster import Cluster
 from testing.e2e.jobs import LOGIN, read, submit, wait_done, wait_job
 from testing.e2e.node_scenarios import (
+    cpu_work_on_cpu_nodes,
     gpu_sharing,
     gres_match_hardware,
     health_under_slurmd,
     no_gpus,
+    no_mixed_default,
     no_multihost_tpu,
     no_path_fabric,
     tpu_job_env,
@@ -269,11 +272,20 @@ def config_change(cluster: Cluster) -> str:
     )
 
 
+def _scalable(group: WorkerGroup) -> bool:
+    """A pool of two nodes or more (a TPU slice grows and shrinks by whole slices, not by hosts)."""
+    return group.kind != "tpu" and group.replicas >= 2
+
+
+def _no_scalable_pool(cluster: Cluster) -> str | None:
+    return None if any(_scalable(g) for g in cluster.rendered.plan.groups) else "no pool of two nodes or more"
+
+
 def scale_down_up(cluster: Cluster) -> str:
     """6. A pool scaled down then up by replicas: the leaving node is drained first (its job finishes),
     no DOWN record is left, the node comes back IDLE."""
     user, home = researcher(cluster)
-    group = next(g for g in cluster.rendered.plan.groups if g.replicas >= 2)
+    group = next(g for g in cluster.rendered.plan.groups if _scalable(g))
     node = f"{group.name}-{group.replicas - 1}"
     job = submit(cluster, f"-w {node} -o {home}/s6-%j.out", "sleep 12; echo finished", user=user)
     wait_job(cluster, job, ("RUNNING",), 60)
@@ -456,7 +468,7 @@ SCENARIOS = [
     Scenario(3, "worker pod recreated", worker_recreated),
     Scenario(4, "controller pod recreated", controller_recreated),
     Scenario(5, "config change", config_change),
-    Scenario(6, "scale down and up", scale_down_up),
+    Scenario(6, "scale down and up", scale_down_up, _no_scalable_pool),
     Scenario(7, "wrong munge key", wrong_munge_key),
     Scenario(8, "the REST API", rest_api, _no_rest_api),
     Scenario(9, "health checks under slurmd", health_under_slurmd, no_gpus),
@@ -465,4 +477,5 @@ SCENARIOS = [
     Scenario(12, "a multi-host TPU job", tpu_job_env, no_multihost_tpu),
     Scenario(13, "GRES agree with the hardware", gres_match_hardware, no_gpus),
     Scenario(14, "a user declared later", user_added_later),
+    Scenario(15, "CPU work takes CPU nodes", cpu_work_on_cpu_nodes, no_mixed_default),
 ]

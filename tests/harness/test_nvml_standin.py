@@ -97,7 +97,10 @@ def health(
     spec: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
 ) -> tuple[HealthReport, str]:
-    """Run ``python -m slonk_infra.health`` against the stand-in; the report from --report-file."""
+    """Run ``python -m slonk_infra.health`` against the stand-in; the report from --report-file. In prolog
+    and epilog the job holds the whole node's GPUs, as slurmd says (``SLURM_JOB_GPUS``), unless ``env`` says."""
+    if mode in ("prolog", "epilog"):
+        env = {"SLURM_JOB_GPUS": "0,1,2,3,4,5,6,7", **(env or {})}
     spec_file = tmp_path / "health.json"
     spec_file.write_text(json.dumps(spec or SPEC), encoding="utf-8")
     report_file = tmp_path / f"report-{mode}.json"

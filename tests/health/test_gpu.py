@@ -379,10 +379,9 @@ def test_modes_choose_their_checks() -> None:
     assert "gpu-idle" in ran["boot"] and "gpu-xid" in ran["boot"]
     assert "gpu-idle" not in ran["interval"] and "gpu-xid" in ran["interval"]
     for mode in ("prolog", "epilog"):
-        assert "gpu-xid" not in ran[mode] and "gpu-idle" in ran[mode]
-    shared = HealthSpec.model_validate({"gpu": {"count": 1}, "exclusiveNodes": False})
-    assert "gpu-idle" not in plan(context(rec, shared, "epilog"))[0]
-    with_gpus = context(rec, shared, "epilog")
+        # a job holding no GPU (no SLURM_JOB_GPUS) has none to find idle, whatever the node runs
+        assert "gpu-xid" not in ran[mode] and "gpu-idle" not in ran[mode]
+    with_gpus = context(rec, health, "epilog")
     with_gpus.job_gpus = (0,)
     assert "gpu-idle" in plan(with_gpus)[0]
 
@@ -412,9 +411,13 @@ def test_a_shared_node_looks_only_at_the_jobs_own_gpus(mode: Mode) -> None:
     theirs.job_gpus = (1,)
     result = run_check("gpu-idle", theirs)
     assert not result.ok and "GPU 0 at idle" in result.reason
-    exclusive = context(rec, spec(count=2), mode)
-    exclusive.job_gpus = (0,)  # a whole-node job: every GPU must be idle
-    assert not run_check("gpu-idle", exclusive).ok
+    whole = context(rec, spec(count=2), mode)
+    whole.job_gpus = (0, 1)  # a whole-node job holds every GPU: every one must be idle
+    assert not run_check("gpu-idle", whole).ok
+    unmatched = context(rec, shared, mode)
+    unmatched.job_gpus = (0, 5)  # a GPU Slurm gave the job that no device answers to
+    result = run_check("gpu-idle", unmatched)
+    assert (result.ok, result.action) == (False, "needs-person") and "[0, 5]" in result.reason
 
 
 def test_no_gpu_checks_on_a_node_without_gpus() -> None:

@@ -41,7 +41,7 @@ def test_node_lines_of_gpu_tpu_and_cpu_groups() -> None:
     # Every pool of the gcp stack mounts Filestore, so its CSI node pod is among the system pods.
     assert lines["h100-b"] == (
         "NodeName=h100-b-[0-15] Sockets=2 CoresPerSocket=52 ThreadsPerCore=2 CoreSpecCount=2 RealMemory=1812703 "
-        "Gres=gpu:h100:8 Feature=h100-b,gpu,h100,gcp State=FUTURE"
+        "Gres=gpu:h100:8 Feature=h100-b,gpu,h100,gcp Weight=10 State=FUTURE"
     )
     assert lines["cpu"] == (
         "NodeName=cpu-[0-1] Sockets=1 CoresPerSocket=8 ThreadsPerCore=2 CoreSpecCount=1 RealMemory=56081 "
@@ -49,8 +49,10 @@ def test_node_lines_of_gpu_tpu_and_cpu_groups() -> None:
     )
     assert lines["v5p-1"] == (
         "NodeName=v5p-1-[0-15] Sockets=2 CoresPerSocket=52 ThreadsPerCore=2 CoreSpecCount=1 RealMemory=426972 "
-        "Gres=tpu:v5p:4 Feature=v5p,tpu-v5p,topo-4x4x4,v5p-1,tpu,gcp State=FUTURE"
+        "Gres=tpu:v5p:4 Feature=v5p,tpu-v5p,topo-4x4x4,v5p-1,tpu,gcp Weight=100 State=FUTURE"
     )
+    # CPU work in a partition that holds accelerators takes CPU nodes first, TPU hosts last.
+    assert "Weight" not in lines["cpu"]
 
 
 def test_aws_node_line() -> None:
@@ -66,16 +68,15 @@ def test_aws_node_line() -> None:
 def test_default_partitions_with_def_mem_per_cpu_and_blocks_for_tpus() -> None:
     plan = plan_for("gcp")
     every = "h100-a-[0-15],h100-b-[0-15],cpu-[0-1],v5p-0-[0-15],v5p-1-[0-15]"
-    # Every partition holding a GPU group allocates whole nodes (health.exclusiveNodes defaults to true)
-    # and gives GPU jobs CPUs and memory per GPU; the CPU and TPU partitions stay shared, per CPU only.
+    # Partitions of GPU groups alone allocate whole nodes (health.exclusiveNodes defaults to true); the
+    # default ones, which also hold CPU and TPU nodes, stay shared (a one-core job must not take an 8-GPU
+    # node or a TPU host). Every partition holding a GPU group gives GPU jobs CPUs and memory per GPU.
     gpu = "DefCpuPerGPU=24 DefMemPerGPU=226587"
     assert partition_lines(plan) == [
-        f"PartitionName=low Nodes={every} DefMemPerCPU=2072 {gpu} Default=NO PriorityTier=1 MaxTime=UNLIMITED "
-        "OverSubscribe=EXCLUSIVE State=UP",
+        f"PartitionName=low Nodes={every} DefMemPerCPU=2072 {gpu} Default=NO PriorityTier=1 MaxTime=UNLIMITED State=UP",
         f"PartitionName=general Nodes={every} DefMemPerCPU=2072 {gpu} Default=YES PriorityTier=2 MaxTime=UNLIMITED "
-        "OverSubscribe=EXCLUSIVE State=UP",
-        f"PartitionName=high Nodes={every} DefMemPerCPU=2072 {gpu} Default=NO PriorityTier=3 MaxTime=UNLIMITED "
-        "OverSubscribe=EXCLUSIVE State=UP",
+        "State=UP",
+        f"PartitionName=high Nodes={every} DefMemPerCPU=2072 {gpu} Default=NO PriorityTier=3 MaxTime=UNLIMITED State=UP",
         "PartitionName=cpu Nodes=cpu-[0-1] DefMemPerCPU=4005 Default=NO PriorityTier=2 MaxTime=UNLIMITED State=UP",
         f"PartitionName=h100 Nodes=h100-a-[0-15],h100-b-[0-15] DefMemPerCPU=8885 {gpu} Default=NO PriorityTier=2 "
         "MaxTime=UNLIMITED OverSubscribe=EXCLUSIVE State=UP",
@@ -151,7 +152,8 @@ def test_declared_partitions() -> None:
         "Default=YES PriorityTier=5 MaxTime=2-00:00:00 OverSubscribe=EXCLUSIVE State=UP"
     )
     assert lines[1].startswith("PartitionName=spare Nodes=h100-a-[0-15],h100-b-[0-15],cpu-[0-1],v5p-0-[0-15],")
-    assert " PreemptMode=REQUEUE OverSubscribe=EXCLUSIVE " in lines[1] and "Default=NO" in lines[1]
+    # spare holds CPU and TPU nodes too: shared, never whole nodes
+    assert lines[1].endswith(" PreemptMode=REQUEUE State=UP") and "Default=NO" in lines[1]
 
 
 def test_gres_lines() -> None:

@@ -46,10 +46,12 @@ def _stub(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
-def _entrypoint_tail() -> str:
-    """slurmd.sh from the address refresh on (before it: munge socket, task env, health check)."""
-    text = fill("slurmd.sh", source("slurmd.sh"), SETTINGS)
-    head = 'set -eu\nhere=/nonexistent\nnode="$(hostname)"\n'
+def _entrypoint_tail(tmp_path: Path, calls: Path) -> str:
+    """slurmd.sh from the address refresh on (before it: the munge socket), with the health check a stub
+    that records its call and the task environment written under ``tmp_path``."""
+    text = fill("slurmd.sh", source("slurmd.sh"), {**SETTINGS, "TASK_ENV_FILE": str(tmp_path / "task-env")})
+    (tmp_path / "healthcheck.sh").write_text(f'echo "healthcheck $*" >> {calls}\n')
+    head = f'set -eu\nhere={tmp_path}\nnode="$(hostname)"\n'
     head += 'export SLURM_CONF_SERVER="${SLONK_CONTROLLER}:' + SETTINGS["SLURMCTLD_PORT"] + '"\n'
     return head + text[text.index("tries=0") :]
 
@@ -65,17 +67,33 @@ def test_entrypoint_sets_the_address_before_slurmd_starts(tmp_path: Path) -> Non
         "scontrol",
         f'echo "scontrol $* conf=$SLURM_CONF_SERVER" >> {calls}\n'
         f'n=$(grep -c "^scontrol" {calls})\n'
-        '[ "$n" -gt 2 ] || { echo "scontrol: error: Protocol authentication error" >&2; exit 1; }\n',
+        '[ "$n" -gt 2 ] || { echo "scontrol: error: Protocol authentication error" >&2; exit 1; }\n'
+        # slurmctld still counts the node up: its previous pod was lost without the preStop
+        '[ "$1" = show ] && echo "NodeName=cpu-a-0 Arch=x86_64 State=IDLE ThreadsPerCore=2"\n'
+        "exit 0\n",
     )
     _stub(bin_dir, "catatonit", f'echo "catatonit $*" >> {calls}\n')
     # 2 s retries pass at once; the 30 s rejoin loop ends at once (nothing is left running).
     _stub(bin_dir, "sleep", '[ "$1" != 30 ]\n')
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "SLONK_CONTROLLER": "ctl.example", "SLONK_POD_IP": "10.9.8.7"}
-    proc = subprocess.run(["sh", "-c", _entrypoint_tail()], env=env, capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        ["sh", "-c", _entrypoint_tail(tmp_path, calls)], env=env, capture_output=True, text=True, timeout=30
+    )
     assert proc.returncode == 0, proc.stderr
     lines = calls.read_text().splitlines()
     update = "scontrol update NodeName=cpu-a-0 NodeAddr=10.9.8.7 NodeHostname=cpu-a-0 conf=ctl.example:6817"
-    assert lines == [update, update, update, "catatonit -- slurmd -D --conf-server ctl.example:6817 -N cpu-a-0"]
+    # The address first, the node DOWN while this pod boots (slurmctld counted it up), then the boot health
+    # check (seconds with the GPU checks), then slurmd: no job is launched at the lost pod's IP meanwhile.
+    down = "scontrol update NodeName=cpu-a-0 State=DOWN Reason=slonk: pod replaced, slurmd not registered yet"
+    assert lines == [
+        update,
+        update,
+        update,
+        "scontrol show node -o cpu-a-0 conf=ctl.example:6817",
+        f"{down} conf=ctl.example:6817",
+        "healthcheck boot",
+        "catatonit -- slurmd -D --conf-server ctl.example:6817 -N cpu-a-0",
+    ]
     # The wait is explained once, and an authentication failure names the munge key.
     assert proc.stderr.count("cannot set cpu-a-0's address") == 1
     assert "munge key" in proc.stderr

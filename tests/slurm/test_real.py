@@ -147,8 +147,10 @@ def test_prolog_failures_requeue_and_gpu_partitions_allocate_whole_nodes(lab: tu
         if p.name in GPU_DEFAULTS:
             cpus, mem = GPU_DEFAULTS[p.name]
             assert re.search(rf"\sJobDefaults=DefCpuPerGPU={cpus},DefMemPerGPU={mem}\s", record), record
-            # 26.05 reads OverSubscribe=EXCLUSIVE as its new Exclusive=NODE.
+        if p.name in ("l4", "h100"):  # GPU groups alone: whole nodes; 26.05 shows its new Exclusive=NODE
             assert "OverSubscribe=EXCLUSIVE" in record or "Exclusive=NODE" in record, record
+        elif p.name in GPU_DEFAULTS:  # the default partitions also hold the TPU slice: shared
+            assert "OverSubscribe=NO" in record and "Exclusive=NODE" not in record, record
         else:
             assert "JobDefaults=(null)" in record and "OverSubscribe=NO" in record, record
             assert "Exclusive=NODE" not in record, record

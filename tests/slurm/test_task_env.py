@@ -117,3 +117,18 @@ def test_slurm_conf_runs_the_task_prolog_and_keeps_the_nodes_memlock() -> None:
     conf = render_slurm_conf(build_plan(declaration("aws")))
     assert f"TaskProlog={vocab.SCRIPTS_DIR}/task-env.sh" in conf.splitlines()
     assert "PropagateResourceLimitsExcept=MEMLOCK" in conf.splitlines()
+
+
+def test_only_search_paths_are_joined_a_single_path_is_handed_over(tmp_path: Path) -> None:
+    out = tmp_path / "task-env"
+    env = {
+        "PATH": os.environ["PATH"],
+        "SLONK_TASK_ENV": "TPU_*,NCCL_NET_PLUGIN_PATH",
+        "TPU_LIBRARY_PATH": "/opt/libtpu.so",
+        "NCCL_NET_PLUGIN_PATH": "/usr/local/gib/lib64/libnccl-net.so",
+    }
+    subprocess.run(["sh", "-c", _writer(_script("slurmd.sh", out))], env=env, check=True)
+    assert out.read_text().splitlines() == [
+        "export TPU_LIBRARY_PATH=/opt/libtpu.so",
+        "export NCCL_NET_PLUGIN_PATH=/usr/local/gib/lib64/libnccl-net.so",
+    ]

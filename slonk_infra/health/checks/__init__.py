@@ -3,9 +3,9 @@
 - ``boot`` (pod start): every check.
 - ``interval`` (Slurm HealthCheckProgram, while jobs may run): every check but ``gpu-idle``.
 - ``prolog`` / ``epilog``: the fast subset, every check but ``gpu-xid`` (listening for events costs
-  ``xidWaitMs`` and sees only events raised while listening). ``gpu-idle`` looks at every GPU when jobs
-  get whole nodes (``exclusiveNodes``); on a shared node another job's processes are legitimate, so it
-  looks only at the job's own GPUs (Slurm's ``SLURM_JOB_GPUS``) and is left out for a job holding none.
+  ``xidWaitMs`` and sees only events raised while listening). ``gpu-idle`` looks only at the job's own
+  GPUs (Slurm's ``SLURM_JOB_GPUS``; a whole-node job holds them all) and is left out for a job holding
+  none: another job's processes on a shared node, or a CPU job beside a GPU job, are legitimate.
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ OTHER_CHECKS: dict[str, Check] = {
 CHECKS: dict[str, Check] = {**GPU_CHECKS, **OTHER_CHECKS}
 
 
-def mode_skips(mode: Mode, exclusive_nodes: bool, job_gpus_known: bool = False) -> dict[str, str]:
+def mode_skips(mode: Mode, job_gpus_known: bool = False) -> dict[str, str]:
     """Checks ``mode`` leaves out, with the reason. ``job_gpus_known``: Slurm named the job's GPUs."""
     if mode == "interval":
         return {"gpu-idle": "interval runs while jobs may use the GPUs"}
     if mode in ("prolog", "epilog"):
         skips = {"gpu-xid": f"{mode} runs the fast subset; XID events are heard by boot and interval runs"}
-        if not exclusive_nodes and not job_gpus_known:
-            skips["gpu-idle"] = "nodes are shared between jobs (exclusiveNodes: false) and this job holds no GPU"
+        if not job_gpus_known:
+            skips["gpu-idle"] = "the job holds no GPU (no SLURM_JOB_GPUS)"
         return skips
     return {}

@@ -223,12 +223,20 @@ def _idle_problems(ctx: CheckContext, gpus: list[dict[str, Any]]) -> list[Proble
 def gpu_idle(ctx: CheckContext) -> CheckResult:
     """No compute process and little memory in use on a GPU no job holds.
 
-    On a shared node (``exclusiveNodes: false``) only the job's own GPUs are looked at: another job's
+    In prolog and epilog only the job's own GPUs are looked at (every GPU at boot): another job's
     processes on the others are legitimate. A finished job's processes can take a moment to release the
     GPU, so the check looks again every half second for ``idleGraceSeconds`` before it reports them.
     """
     deadline = ctx.clock() + ctx.spec.gpu.idle_grace_seconds
-    indices = list(ctx.gpus()) if ctx.spec.exclusive_nodes or ctx.job_gpus is None else ctx.job_gpu_indices()
+    indices = list(ctx.gpus()) if ctx.job_gpus is None else ctx.job_gpu_indices()
+    if ctx.job_gpus is not None and len(indices) != len(set(ctx.job_gpus)):
+        # A job GPU no device answers to would otherwise pass unseen: the GRES and the GPUs disagree.
+        return failed(
+            "gpu-idle",
+            "needs-person",
+            f"the job's GPUs {sorted(set(ctx.job_gpus))} match NVML devices {indices} only (by minor number)",
+            {"jobGpus": sorted(set(ctx.job_gpus)), "matched": indices},
+        )
     while True:
         gpus: list[dict[str, Any]] = [{"index": i} for i in indices]
         try:

@@ -12,11 +12,7 @@ while IFS=: read -r name _ uid gid _ home _; do
     install -d -o "$uid" -g "$gid" -m 0700 "$home"
   fi
 done < "@USERS_DIR@/passwd"
-# A user declared later appears through NSS at once (the Secret's files are updated in place) and gets
-# a home at first login: pam_mkhomedir(8) in sshd's session stack (sshd runs with UsePAM).
-if [ -f /etc/pam.d/sshd ] && ! grep -q pam_mkhomedir /etc/pam.d/sshd; then
-  echo "session optional pam_mkhomedir.so skel=/etc/skel umask=0077" >> /etc/pam.d/sshd
-fi
+# A user declared later gets a home at first login instead (the image's sshd runs pam_mkhomedir).
 hostkey="@LOGIN_HOST_KEY@"
 if [ ! -s "$hostkey" ]; then
   # Only without the Secret (an image run by hand): a key of this pod's own, new at every start.
