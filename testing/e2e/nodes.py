@@ -122,11 +122,8 @@ class TpuProfile:
 
 def _chips_per_host_bounds(dims: Sequence[int], chips_per_host: int) -> list[int]:
     """A host's chips as a box: 4 chips on a 3-D slice are 2x2x1, on a 2-D one 2x2."""
-    if chips_per_host == 4:
-        return [2, 2, 1][: len(dims)] if len(dims) == 3 else [2, 2]
-    if chips_per_host == 8:
-        return [2, 4, 1][: len(dims)] if len(dims) == 3 else [2, 4]
-    return [chips_per_host, *[1] * (len(dims) - 1)]
+    box = {4: [2, 2], 8: [2, 4]}.get(chips_per_host, [chips_per_host])
+    return [*box, *[1] * len(dims)][: len(dims)]
 
 
 @dataclass(frozen=True)

@@ -149,11 +149,10 @@ class PodRunner:
         env_fields = {"metadata.name": name, "metadata.namespace": namespace, "status.podIP": ip,
                       "spec.nodeName": "e2e-host", "spec.serviceAccountName": pod_spec.get("serviceAccountName", "")}  # fmt: skip
         env_fields |= {f"metadata.labels['{k}']": v for k, v in labels.items()}
-        self._options = opts
         for init in pod_spec.get("initContainers", []):
             cname = f"{podman_name}-{init['name']}"
             sidecar = init.get("restartPolicy") == "Always"
-            run = self._container_args(pod, init, volumes, env_fields, poddir, detach=sidecar)
+            run = self._container_args(pod, init, volumes, env_fields, poddir, opts, detach=sidecar)
             if sidecar:
                 self.podman.run(*run)
                 pod.sidecars.append(cname)
@@ -164,7 +163,7 @@ class PodRunner:
                 if proc.returncode != 0:
                     raise PodmanError(f"init container {name}/{init['name']} exited {proc.returncode}: {proc.stderr}")
         for ctr in pod_spec["containers"]:
-            self.podman.run(*self._container_args(pod, ctr, volumes, env_fields, poddir, detach=True))
+            self.podman.run(*self._container_args(pod, ctr, volumes, env_fields, poddir, opts, detach=True))
             pod.main.append(f"{podman_name}-{ctr['name']}")
             pod.main_specs[ctr["name"]] = ctr
         return pod
@@ -216,7 +215,7 @@ class PodRunner:
 
     def _container_args(
         self, pod: PodInstance, ctr: Obj, volumes: Mapping[str, tuple[Path, bool]],
-        env_fields: Mapping[str, str], poddir: Path, detach: bool,
+        env_fields: Mapping[str, str], poddir: Path, opts: PodOptions, detach: bool,
     ) -> list[str]:  # fmt: skip
         name = f"{pod.podman_name}-{ctr['name']}"
         args = ["run", "--pod", pod.podman_name, "--name", name, "--log-opt", "max-size=20mb"]
@@ -256,7 +255,7 @@ class PodRunner:
             host, ro = volumes[mount["name"]]
             src = host / mount["subPath"] if mount.get("subPath") else host
             args += ["--volume", f"{src}:{mount['mountPath']}:{'ro' if ro or mount.get('readOnly') else 'rw'}"]
-        args += self._node_devices(pod, ctr, limits, poddir / "node-devices" / ctr["name"])
+        args += self._node_devices(pod, ctr, limits, poddir / "node-devices" / ctr["name"], opts)
         command, cargs = ctr.get("command"), ctr.get("args", [])
         if command:
             args += ["--entrypoint", json.dumps(command)]
@@ -266,7 +265,9 @@ class PodRunner:
         name = pod.labels.get(vocab.GROUP_LABEL)
         return next((g for g in self.plan.groups if g.name == name), None) if self.plan and name else None
 
-    def _node_devices(self, pod: PodInstance, ctr: Obj, limits: Mapping[str, str], workdir: Path) -> list[str]:
+    def _node_devices(
+        self, pod: PodInstance, ctr: Obj, limits: Mapping[str, str], workdir: Path, opts: PodOptions
+    ) -> list[str]:
         """What the node's device plugins add to a container asking for GPUs, TPU chips or EFA interfaces
         (testing.e2e.nodes): devices, driver files and variables, as the declared cloud's node gives them."""
         args: list[str] = []
@@ -274,9 +275,7 @@ class PodRunner:
         if gpus:
             if self.profile.gpu is None or self.nvml_library is None:
                 raise ValueError(f"{pod.name}: asks for {gpus} GPUs on a {self.profile.name} node, which has none")
-            node = GpuNode(
-                workdir / "nvml" / nvml_profile_name(), gpus, dict(self._options.gpu_faults), self._options.gpus_missing
-            )
+            node = GpuNode(workdir / "nvml" / nvml_profile_name(), gpus, dict(opts.gpu_faults), opts.gpus_missing)
             declared = frozenset(e["name"] for e in ctr.get("env", []))
             args += gpu_mounts(self.profile.gpu, self.nvml_library(), node, workdir, declared)
             pod.gpu_nodes[ctr["name"]] = node
