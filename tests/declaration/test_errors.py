@@ -301,3 +301,11 @@ def test_every_problem_is_reported_at_once() -> None:
 @pytest.mark.parametrize("stack", ["local", "gcp", "aws"])
 def test_shipped_stacks_are_valid(stack: str) -> None:
     build_plan(load_declaration(stack))
+
+
+def test_a_health_interval_below_ten_seconds_is_refused_by_field() -> None:
+    raw = copy.deepcopy(load_declaration("local"))
+    raw["health"] = {"intervalSeconds": 5}
+    with pytest.raises(DeclarationError) as err:
+        build_plan(raw)
+    assert "health.intervalSeconds" in str(err.value) and "greater than or equal to 10" in str(err.value)

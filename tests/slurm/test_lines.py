@@ -198,3 +198,11 @@ def test_topology_yaml_has_the_fabric_tree_by_default_and_a_block_topology_for_t
     }
     assert (blocks["topology"], blocks["cluster_default"]) == ("blocks", False)
     assert {"block": "bl-v5p-0", "nodes": "v5p-0-[0-15]"} in blocks["block"]["blocks"]
+
+
+def test_health_interval_comes_from_the_declaration() -> None:
+    def every_minute(raw: dict[str, Any]) -> None:
+        raw["health"] = {"intervalSeconds": 60}
+
+    assert "HealthCheckInterval=300" in render_slurm_conf(plan_for("gcp")).splitlines()
+    assert "HealthCheckInterval=60" in render_slurm_conf(plan_for("gcp", every_minute)).splitlines()
