@@ -8,8 +8,10 @@ set up). Figures, each as median, min and max: start to every worker IDLE (``--u
 ``sbatch`` to RUNNING on an idle cluster (``--runs``); a worker pod deleted (preStop) and recreated to
 IDLE, and lost without preStop to its next job running; the controller pod deleted and recreated to
 answering ``scontrol ping`` (``--recoveries`` each); on a declaration with GPUs, the prolog with its health
-check (GPU checks on, against the NVML stand-in) run as slurmd runs it (``--prologs``). Nothing here
-asserts a timing.
+check (GPU checks on, against the NVML stand-in) run as slurmd runs it (``--prologs``); on a declaration with
+a backup controller, the primary's pod lost to ``sbatch`` accepted by the backup and the primary back to
+both UP (``--failovers``); with controller.backup, the restore drill's new controllers to the restored
+state answering (``--restores``). Nothing here asserts a timing.
 """
 
 from __future__ import annotations
@@ -33,9 +35,14 @@ from testing.e2e import (
     ClusterSecrets,
     Podman,
     build_image,
+    failover_seconds,
+    no_backup_controller,
     no_gpus,
+    no_state_backup,
+    primary_back_seconds,
     prolog_seconds,
     render,
+    restore_drill,
     ssh_keygen,
     submit,
     wait_done,
@@ -52,6 +59,26 @@ def bring_up(cluster: Cluster) -> float:
     cluster.up()
     cluster.wait_states({n: "idle" for n in cluster.workers()}, 300)
     return time.monotonic() - t0
+
+
+def controller_figures(cluster: Cluster, failovers: int, restores: int) -> dict[str, object]:
+    """Failover and restore times, where the declaration has a backup controller / state archives."""
+    user = cluster.rendered.plan.declaration.users[0]
+    as_user = f"{user.uid}:{user.primary_gid}"
+    out: dict[str, object] = {}
+    if failovers and no_backup_controller(cluster) is None:
+        takeover, back = [], []
+        for _ in range(failovers):
+            takeover.append(failover_seconds(cluster, as_user, user.home))
+            back.append(primary_back_seconds(cluster))
+        out |= {"primary_lost_to_sbatch_accepted_s": stats(takeover), "primary_back_to_both_up_s": stats(back)}
+    if restores and no_state_backup(cluster) is None:
+        drills = [restore_drill(cluster) for _ in range(restores)]
+        out |= {
+            "state_archive_job_s": stats([d["backup_s"] for d in drills]),
+            "restore_to_answering_s": stats([d["restore_s"] for d in drills]),
+        }
+    return out
 
 
 def measure(cluster: Cluster, runs: int, recoveries: int, prologs: int = 20) -> dict[str, object]:
@@ -126,6 +153,10 @@ def markdown(decl: str, image: str, figures: dict[str, object]) -> str:
         "worker_lost_to_job_running_s": "worker lost without preStop to its next job RUNNING",
         "controller_deleted_to_ping_s": "controller pod deleted to `scontrol ping` UP",
         "prolog_with_health_s": "prolog with the GPU health check, as slurmd runs it",
+        "primary_lost_to_sbatch_accepted_s": "primary controller lost (no preStop) to `sbatch` accepted by the backup",
+        "primary_back_to_both_up_s": "lost primary's pod made again to both controllers UP",
+        "state_archive_job_s": "state archive job (`slurmctld-backup`), start to archive written",
+        "restore_to_answering_s": "restore drill: new controllers created to the restored jobs answering",
     }
     for key, label in labels.items():
         if key not in figures:
@@ -144,6 +175,8 @@ def main() -> int:
     parser.add_argument("--recoveries", type=int, default=3, help="worker and controller recreations")
     parser.add_argument("--ups", type=int, default=3, help="clusters brought up from nothing")
     parser.add_argument("--prologs", type=int, default=20, help="prolog runs (declarations with GPUs)")
+    parser.add_argument("--failovers", type=int, default=10, help="primary controller losses (with a backup)")
+    parser.add_argument("--restores", type=int, default=3, help="restore drills (with controller.backup)")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="slonk-e2e-bench-"))
@@ -160,7 +193,11 @@ def main() -> int:
             if i < args.ups - 1:
                 cluster.down()
         assert cluster is not None
-        figures = {"up_to_all_idle_s": stats(ups), **measure(cluster, args.runs, args.recoveries, args.prologs)}
+        figures = {
+            "up_to_all_idle_s": stats(ups),
+            **measure(cluster, args.runs, args.recoveries, args.prologs),
+            **controller_figures(cluster, args.failovers, args.restores),
+        }
         print(markdown(args.declaration, f"Slurm {image.slurm_version}", figures))
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2), encoding="utf-8")

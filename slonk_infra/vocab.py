@@ -33,6 +33,7 @@ LOGIN_COMPONENT = "login"
 WORKER_COMPONENT = "worker"
 RESTAPI_COMPONENT = "restapi"
 NFS_COMPONENT = "nfs"
+STATE_BACKUP_COMPONENT = "state-backup"  # the controller state archive CronJob
 STORAGE_COMPONENT = "storage"
 CONFIG_COMPONENT = "config"
 AUTH_COMPONENT = "auth"

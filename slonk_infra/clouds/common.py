@@ -18,7 +18,6 @@ from slonk_infra.vocab import SYSTEM_ROLE, SYSTEM_ROLE_LABEL
 # Node pool / node group that runs slurmctld and the login pods. Worker groups are named after
 # the declaration's pools; the "slonk-" prefix keeps this one out of their way.
 SYSTEM_POOL = naming.SYSTEM_POOL
-SYSTEM_NODES = 2
 SYSTEM_LABELS: dict[str, str] = {SYSTEM_ROLE_LABEL: SYSTEM_ROLE}
 
 # Storage kinds the Kubernetes layer provisions itself; adapters create nothing for them on any cloud.

@@ -22,6 +22,8 @@ class KubernetesArgs(TypedDict):
     """Kubernetes minor version of a created cluster. Default: 1.33."""
     namespace: NotRequired[str]
     """Namespace holding every Slurm object. Default: slurm."""
+    system_nodes: NotRequired[int]
+    """gcp/aws: nodes of the system pool the library creates for the controller, login and slurmrestd pods (at least controller.replicas: two controllers never share a node). Default: 2."""
 
 
 class ImageArgs(TypedDict):
@@ -184,6 +186,17 @@ class LoginArgs(TypedDict):
     """CIDRs that may reach a LoadBalancer login Service. Default on gcp/aws: the private ranges only (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), never the whole internet; list your offices' or VPN's ranges, or ['0.0.0.0/0'] to open SSH to the world on purpose."""
 
 
+class StateBackupArgs(TypedDict):
+    """Scheduled archives of slurmctld's state (StateSaveLocation) on a declared shared filesystem."""
+
+    storage: str
+    """Name of the declared storage (storage[].name) the archives go to, under .slurm/<cluster>/backups; readable by the slurm user only."""
+    schedule: NotRequired[str]
+    """When to archive, as a Kubernetes CronJob schedule (UTC). Default: */30 * * * *."""
+    keep: NotRequired[int]
+    """Archives kept; older ones are removed. Default: 48."""
+
+
 class ControllerArgs(TypedDict):
     """The Slurm controller."""
 
@@ -191,6 +204,14 @@ class ControllerArgs(TypedDict):
     """slurmctld state volume size in GiB. Default: 100."""
     storage_class: NotRequired[str]
     """StorageClass of the state volume."""
+    replicas: NotRequired[int]
+    """slurmctld pods: 1, or 2 for a primary and a backup controller (Slurm HA) on different nodes (and zones where the system pool spans several); 2 needs stateStorage. Default: 1."""
+    state_storage: NotRequired[str]
+    """Name of a declared shared filesystem (storage[].name) holding StateSaveLocation, under .slurm/<cluster>/state, so a backup controller can take over; required with replicas: 2. Unset: the state is on a volume of its own (stateGib, storageClass)."""
+    takeover_seconds: NotRequired[int]
+    """With replicas: 2, how long the backup waits for a primary that neither answers nor writes its heartbeat before it takes control (SlurmctldTimeout; with one controller it is 120). Shorter fails over sooner; longer rides out a primary pod's restart or a network pause without a takeover and the hand-back that follows (docs/node-lifecycle.md). Default: 15."""
+    backup: NotRequired[StateBackupArgs]
+    """Scheduled archives of the controller state (off when unset)."""
 
 
 class GcpArgs(TypedDict):

@@ -90,6 +90,13 @@ class KubernetesSpec(Model):
     namespace: Annotated[str, _dns_label(63)] = Field(
         default="slurm", description="Namespace holding every Slurm object."
     )
+    system_nodes: int = Field(
+        default=2,
+        ge=1,
+        le=10,
+        description="gcp/aws: nodes of the system pool the library creates for the controller, login and "
+        "slurmrestd pods (at least controller.replicas: two controllers never share a node).",
+    )
 
 
 class AcceleratorRequest(Model):
@@ -280,11 +287,62 @@ class LoginSpec(Model):
     )
 
 
+CRON_FIELD = re.compile(r"^[0-9*,/-]+$")
+
+
+def _cron(value: str) -> str:
+    fields = value.split()
+    if len(fields) != 5 or not all(CRON_FIELD.match(f) for f in fields):
+        raise ValueError(
+            f"{value!r} is not a five-field cron schedule (minute hour day-of-month month day-of-week) "
+            "of digits, '*', ',', '-' and '/', like '*/30 * * * *'"
+        )
+    return value
+
+
+class StateBackupSpec(Model):
+    """Scheduled archives of slurmctld's state (StateSaveLocation) on a declared shared filesystem."""
+
+    storage: str = Field(
+        description="Name of the declared storage (storage[].name) the archives go to, under "
+        ".slurm/<cluster>/backups; readable by the slurm user only."
+    )
+    schedule: Annotated[str, AfterValidator(_cron)] = Field(
+        default="*/30 * * * *", description="When to archive, as a Kubernetes CronJob schedule (UTC)."
+    )
+    keep: int = Field(default=48, ge=1, le=10000, description="Archives kept; older ones are removed.")
+
+
 class ControllerSpec(Model):
     """The Slurm controller."""
 
     state_gib: int = Field(default=100, gt=0, description="slurmctld state volume size in GiB.")
     storage_class: str | None = Field(default=None, description="StorageClass of the state volume.")
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=2,
+        description="slurmctld pods: 1, or 2 for a primary and a backup controller (Slurm HA) on different "
+        "nodes (and zones where the system pool spans several); 2 needs stateStorage.",
+    )
+    state_storage: str | None = Field(
+        default=None,
+        description="Name of a declared shared filesystem (storage[].name) holding StateSaveLocation, under "
+        ".slurm/<cluster>/state, so a backup controller can take over; required with replicas: 2. Unset: "
+        "the state is on a volume of its own (stateGib, storageClass).",
+    )
+    takeover_seconds: int = Field(
+        default=15,
+        ge=10,
+        le=600,
+        description="With replicas: 2, how long the backup waits for a primary that neither answers nor writes "
+        "its heartbeat before it takes control (SlurmctldTimeout; with one controller it is 120). Shorter "
+        "fails over sooner; longer rides out a primary pod's restart or a network pause without a takeover "
+        "and the hand-back that follows (docs/node-lifecycle.md).",
+    )
+    backup: StateBackupSpec | None = Field(
+        default=None, description="Scheduled archives of the controller state (off when unset)."
+    )
 
 
 class GcpSpec(Model):

@@ -13,6 +13,7 @@ from slonk_infra.kube.pod import (
     config_volume,
     meta,
     restricted,
+    scripts_mount,
     shared_mounts,
     slurm_pod_spec,
 )
@@ -21,6 +22,8 @@ from slonk_infra.plan import ClusterPlan, naming
 from slonk_infra.slurm import SlurmFiles
 
 COMPONENT = vocab.CONTROLLER_COMPONENT
+ZONE_LABEL = "topology.kubernetes.io/zone"
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"  # set by the StatefulSet controller on each pod
 
 
 def service(plan: ClusterPlan) -> Obj:
@@ -38,6 +41,28 @@ def service(plan: ClusterPlan) -> Obj:
     }
 
 
+def pod_services(plan: ClusterPlan) -> list[Obj]:
+    """With a backup controller, a ClusterIP Service per controller pod: the address slurm.conf gives it
+    (:func:`slonk_infra.plan.naming.controller_hosts` says why)."""
+    replicas = plan.declaration.controller.replicas
+    if replicas == 1:
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": meta(naming.controller_service(i), plan.namespace, COMPONENT),
+            "spec": {
+                "type": "ClusterIP",
+                "publishNotReadyAddresses": True,
+                "selector": {**vocab.selector(COMPONENT), POD_NAME_LABEL: f"{naming.CONTROLLER}-{i}"},
+                "ports": [{"name": "slurmctld", "port": vocab.SLURMCTLD_PORT, "targetPort": vocab.SLURMCTLD_PORT}],
+            },
+        }
+        for i in range(replicas)
+    ]
+
+
 def state_claim(plan: ClusterPlan) -> Obj:
     """slurmctld's state volume: a claim of its own so deleting the StatefulSet never deletes it."""
     spec, notes = block_claim(plan, plan.declaration.controller.state_gib)
@@ -47,11 +72,80 @@ def state_claim(plan: ClusterPlan) -> Obj:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 
+def storage_path(plan: ClusterPlan, name: str, subpath: str) -> str:
+    """Where ``subpath`` of declared storage ``name`` is in a pod that mounts every shared filesystem."""
+    vol = next(v for v in plan.declaration.storage if v.name == name)
+    return f"{vol.mount_path.rstrip('/')}/{subpath}"
+
+
+def backups_dir(plan: ClusterPlan) -> str | None:
+    """The state archives' directory as the controller pods see it (None without controller.backup)."""
+    backup = plan.declaration.controller.backup
+    return storage_path(plan, backup.storage, naming.backups_subpath(plan.name)) if backup else None
+
+
+def _state_dirs(plan: ClusterPlan) -> list[str]:
+    """Directories on shared filesystems the controller's state and archives need (made by the init container)."""
+    ctl = plan.declaration.controller
+    dirs = [storage_path(plan, ctl.state_storage, naming.state_subpath(plan.name))] if ctl.state_storage else []
+    backups = backups_dir(plan)
+    return [*dirs, *([backups] if backups else [])]
+
+
+def _prepare(plan: ClusterPlan, image: str, shared: list[Obj]) -> Obj:
+    """Init container making the state and archive directories on the shared filesystems, owned by slurm.
+
+    Root only here, with the three capabilities making a directory and handing it over needs: the
+    filesystem's root directory is root's. A filesystem that squashes root must have them made once by
+    hand (docs/node-lifecycle.md says how); the script then only checks them.
+    """
+    return {
+        "name": "state-dirs",
+        "image": image,
+        "command": [f"{vocab.SCRIPTS_DIR}/state.sh", "prepare", *_state_dirs(plan)],
+        "securityContext": restricted(caps=("CHOWN", "FOWNER", "DAC_OVERRIDE")),
+        "volumeMounts": [scripts_mount(), *shared],
+    }
+
+
+def _ha_placement(plan: ClusterPlan) -> Obj:
+    """Two controllers never on one node (required) and, where the nodes span zones, not in one zone (preferred)."""
+    selector = {"matchLabels": vocab.selector(COMPONENT)}
+    return {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}
+            ],
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": {"labelSelector": selector, "topologyKey": ZONE_LABEL}}
+            ],
+        }
+    }
+
+
+def state_volume() -> Obj:
+    """The controller's own state claim as a pod volume."""
+    return {"name": "state", "persistentVolumeClaim": {"claimName": vocab.CONTROLLER_STATE_CLAIM}}
+
+
 def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj:
-    """slurmctld: one replica, state on its claim, rolled (state kept) when the config changes."""
+    """slurmctld: its replicas (primary, and a backup with controller.replicas: 2), state on its claim or on a
+    shared filesystem, rolled (state kept) when the config changes."""
+    ctl = plan.declaration.controller
+    ha = ctl.replicas > 1
     image = plan.declaration.image.reference
     shared_volumes, shared = shared_mounts(plan)
-    ping = ["sh", "-c", "scontrol ping | grep -q 'is UP'"]
+    # With a backup, each pod is probed on its own daemon: either one UP would pass "is UP".
+    ping = ["sh", "-c", 'scontrol ping | grep -q "at $(hostname) is UP"' if ha else "scontrol ping | grep -q 'is UP'"]
+    if ctl.state_storage:
+        state_mount: Obj = {
+            "name": f"shared-{ctl.state_storage}",
+            "mountPath": vocab.STATE_DIR,
+            "subPath": naming.state_subpath(plan.name),
+        }
+    else:
+        state_mount = {"name": "state", "mountPath": vocab.STATE_DIR}
+    backups = backups_dir(plan)
     container: Obj = {
         "name": "slurmctld",
         "image": image,
@@ -60,20 +154,20 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         "securityContext": restricted(run_as=vocab.SLURM_UID),
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
         "startupProbe": {"exec": {"command": ping}, "periodSeconds": 5, "failureThreshold": 60},
+        # With a backup, liveness is this daemon's port only: scontrol ping asks every controller in
+        # turn, and a peer that accepts but does not answer would hold it past the probe's timeout,
+        # restarting a healthy controller because of the other one.
         "livenessProbe": {
-            "exec": {"command": ping},
+            **({"tcpSocket": {"port": vocab.SLURMCTLD_PORT}} if ha else {"exec": {"command": ping}}),
             "periodSeconds": 30,
             "timeoutSeconds": 10,
             "failureThreshold": 4,
         },
         "readinessProbe": {"exec": {"command": ping}, "periodSeconds": 10, "timeoutSeconds": 10},
-        "volumeMounts": [
-            *common_mounts(),
-            config_mount(),
-            {"name": "state", "mountPath": vocab.STATE_DIR},
-            *shared,
-        ],
+        "volumeMounts": [*common_mounts(), config_mount(), state_mount, *shared],
     }
+    if backups:  # slurmctld.sh restores a requested archive before it starts the daemon
+        container["env"] = [{"name": "SLONK_BACKUPS", "value": backups}]
     pod_spec = slurm_pod_spec(
         plan,
         priority_class=vocab.control_priority(plan.namespace),
@@ -82,19 +176,26 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         volumes=[
             *common_volumes(),
             config_volume(jwt_key=plan.declaration.slurm.rest_api),
-            {"name": "state", "persistentVolumeClaim": {"claimName": vocab.CONTROLLER_STATE_CLAIM}},
+            *([] if ctl.state_storage else [state_volume()]),
             *shared_volumes,
         ],
     )
+    if _state_dirs(plan):
+        pod_spec["initContainers"] = [_prepare(plan, image, shared), *pod_spec.get("initContainers", [])]
     if inputs.system_selector:
         pod_spec["nodeSelector"] = dict(inputs.system_selector)
+    # Parallel: a backup never waits for the primary, and either is replaced alone. Rendered with one
+    # controller too: the field cannot change on a live StatefulSet, so going from one controller to two
+    # must not need a new StatefulSet.
+    spec: Obj = {"serviceName": naming.CONTROLLER, "replicas": ctl.replicas, "podManagementPolicy": "Parallel"}
+    if ha:
+        pod_spec["affinity"] = _ha_placement(plan)
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
         "metadata": meta(naming.CONTROLLER, plan.namespace, COMPONENT),
         "spec": {
-            "serviceName": naming.CONTROLLER,
-            "replicas": 1,
+            **spec,
             "selector": {"matchLabels": vocab.selector(COMPONENT)},
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {

@@ -13,7 +13,7 @@ One builder module per role (:mod:`~slonk_infra.kube.controller`, :mod:`~slonk_i
 
 from __future__ import annotations
 
-from slonk_infra.kube import cluster_wide, controller, login, restapi, storage, worker
+from slonk_infra.kube import cluster_wide, controller, login, restapi, state_backup, storage, worker
 from slonk_infra.kube.inputs import ClusterIPOf, KubeInputs
 from slonk_infra.kube.operations import operations_objects
 from slonk_infra.kube.pod import Obj
@@ -34,12 +34,14 @@ def build_manifests(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | N
         *cluster_wide.config_maps(plan, files, inp),
         *cluster_wide.secrets(plan, inp),
         controller.service(plan),
+        *controller.pod_services(plan),
         worker.service(plan),
         login.service(plan),
         *cluster_wide.network_policies(plan),
         *storage.storage_objects(plan, inp),
         controller.state_claim(plan),
         controller.statefulset(plan, files, inp),
+        *state_backup.cronjob(plan, inp),
         login.statefulset(plan, files, inp),
         *restapi.rest_api(plan, files),
         *[worker.statefulset(plan, g, inp) for g in plan.groups],

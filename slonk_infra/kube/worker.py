@@ -86,7 +86,11 @@ def _slurmd(plan: ClusterPlan, group: WorkerGroup, shared: list[Obj], fabric: Fa
         "image": plan.declaration.image.reference,
         "command": [f"{vocab.SCRIPTS_DIR}/slurmd.sh"],
         "env": [
-            {"name": "SLONK_CONTROLLER", "value": naming.controller_host(plan.namespace)},
+            # Every controller, primary first: slurmd and the pod's client commands try them in order.
+            {
+                "name": "SLONK_CONTROLLER",
+                "value": ",".join(naming.controller_hosts(plan.namespace, plan.declaration.controller.replicas)),
+            },
             {"name": "SLONK_DRAIN_SECONDS", "value": str(DRAIN_SECONDS)},
             # slurmd.sh sets the node's NodeAddr to this, so a replaced pod is reached at its new IP.
             {"name": "SLONK_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},

@@ -93,7 +93,7 @@ class ProgramRun:
 APPLY_ORDER = (
     "Namespace", "PriorityClass", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
     "ConfigMap", "Secret",
-    "PersistentVolume", "PersistentVolumeClaim", "Service", "NetworkPolicy", "Deployment", "StatefulSet",
+    "PersistentVolume", "PersistentVolumeClaim", "Service", "NetworkPolicy", "Deployment", "StatefulSet", "CronJob",
     "PodDisruptionBudget",
 )  # fmt: skip
 

@@ -178,3 +178,29 @@ def check_partitions(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], pr
                 problems.add(f"slurm.partitions[{i}].pools[{j}]", choice(ref, bases | {"*"}, "pool or TPU slice"))
     if specs and sum(p.default for p in specs) > 1:
         problems.add("slurm.partitions", "more than one partition has default: true")
+
+
+def check_controller(decl: ClusterDeclaration, problems: Problems) -> None:
+    """Controller HA and state backups name declared shared filesystems, and two controllers get two nodes."""
+    ctl = decl.controller
+    names = {vol.name for vol in decl.storage}
+    for path, ref in (
+        ("controller.stateStorage", ctl.state_storage),
+        ("controller.backup.storage", ctl.backup.storage if ctl.backup else None),
+    ):
+        if ref is not None and ref not in names:
+            problems.add(path, choice(ref, names, "storage"))
+    if ctl.replicas > 1 and ctl.state_storage is None:
+        problems.add(
+            "controller.stateStorage",
+            f"replicas: {ctl.replicas} needs the controller state on a shared filesystem both controllers mount "
+            f"(the backup reads the primary's StateSaveLocation when it takes over); name one of {sorted(names)}, "
+            "or use replicas: 1",
+        )
+    if ctl.replicas > decl.kubernetes.system_nodes:
+        problems.add(
+            "kubernetes.systemNodes",
+            f"{decl.kubernetes.system_nodes} system node(s) cannot hold controller.replicas: {ctl.replicas}: the "
+            "controllers never share a node (a node lost must not take both); use systemNodes >= "
+            f"{ctl.replicas}",
+        )

@@ -81,9 +81,39 @@ def block(group: str, index: int = 0) -> str:
     return f"bl-{group}" if index == 0 else f"bl-{group}-{index}"
 
 
-def controller_host(namespace: str) -> str:
-    """Stable DNS name of the controller pod (StatefulSet pod behind its headless Service)."""
-    return f"{CONTROLLER}-0.{CONTROLLER}.{namespace}.svc.cluster.local"
+def controller_host(namespace: str, ordinal: int = 0) -> str:
+    """Stable DNS name of a controller pod (StatefulSet pod behind its headless Service); 0 is the primary."""
+    return f"{CONTROLLER}-{ordinal}.{CONTROLLER}.{namespace}.svc.cluster.local"
+
+
+def controller_hosts(namespace: str, replicas: int) -> list[str]:
+    """Addresses of every controller, primary first (slurm.conf's SlurmctldHost order).
+
+    One controller: its pod's name under the headless Service. Two: each pod's own ClusterIP Service
+    (:func:`controller_service`), whose name resolves while the pod is gone too. Before 23.11.2 a Slurm
+    client whose primary's name does not resolve gives up instead of trying the backup, and a lost pod's
+    name is gone from DNS from when the pod object is deleted until its replacement has an address
+    (for good while no node can take it); a Service name always resolves, and with no pod behind it
+    the connection is refused at once, so clients and slurmd go straight on to the backup.
+    """
+    if replicas == 1:
+        return [controller_host(namespace)]
+    return [f"{controller_service(i)}.{namespace}.svc.cluster.local" for i in range(replicas)]
+
+
+def controller_service(ordinal: int) -> str:
+    """Name of the ClusterIP Service of controller pod ``ordinal`` (with more than one controller)."""
+    return f"{CONTROLLER}-{ordinal}"
+
+
+def state_subpath(cluster: str) -> str:
+    """Where a cluster's controller state lives on a shared filesystem (controller.stateStorage)."""
+    return f".slurm/{cluster}/state"
+
+
+def backups_subpath(cluster: str) -> str:
+    """Where a cluster's controller state archives go on a shared filesystem (controller.backup.storage)."""
+    return f".slurm/{cluster}/backups"
 
 
 def workers_domain(namespace: str) -> str:

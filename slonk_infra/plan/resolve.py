@@ -252,6 +252,7 @@ def build_plan(
     checks.check_storage(decl, target, problems)
     checks.check_cloud(decl, target, problems)
     checks.check_operations(decl, problems)
+    checks.check_controller(decl, problems)
     checks.check_fabrics(decl, groups, problems)
     checks.check_tpu_env(decl, groups, problems)
     version = SlurmVersion.parse(decl.image.slurm_version)

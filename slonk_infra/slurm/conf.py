@@ -31,6 +31,21 @@ TIMEOUTS: tuple[tuple[str, object], ...] = (
     ("ReturnToService", 2),
 )
 
+
+def timeouts(plan: ClusterPlan) -> tuple[tuple[str, object], ...]:
+    """:data:`TIMEOUTS`, with a backup controller's takeover time where there is one.
+
+    SlurmctldTimeout is only how long a backup controller waits for an unanswering primary before it
+    takes control; with one controller nothing reads it. Before taking over, the backup also checks the
+    heartbeat file the primary writes in the shared StateSaveLocation, so a primary that is alive but
+    slow to answer RPCs keeps control (no two controllers writing the state).
+    """
+    ctl = plan.declaration.controller
+    if ctl.replicas == 1:
+        return TIMEOUTS
+    return tuple((k, ctl.takeover_seconds if k == "SlurmctldTimeout" else v) for k, v in TIMEOUTS)
+
+
 # What a failing prolog (the health check found a bad node) does to the job. slurm.conf(5) Prolog: "the
 # node being set to a DRAIN state and the job being requeued in a held state, unless nohold_on_prolog_fail
 # is configured in SchedulerParameters". With it the job goes back to the queue, not held until an admin
@@ -168,7 +183,12 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
     gres_types = sorted({g.gres_name for g in plan.groups if g.gres_name})
     settings: list[tuple[str, object | None]] = [
         ("ClusterName", plan.name),
-        ("SlurmctldHost", f"{naming.CONTROLLER}-0({naming.controller_host(ns)})"),
+        # Primary first, then the backup (controller.replicas: 2): each is the pod hostname slurmctld
+        # compares its own against, with the address clients reach it at.
+        *(
+            ("SlurmctldHost", f"{naming.CONTROLLER}-{i}({host})")
+            for i, host in enumerate(naming.controller_hosts(ns, decl.controller.replicas))
+        ),
         ("SlurmctldPort", vocab.SLURMCTLD_PORT),
         ("SlurmdPort", vocab.SLURMD_PORT),
         ("SlurmUser", "slurm"),
@@ -217,7 +237,7 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("AccountingStorageType", "accounting_storage/slurmdbd" if slurm.accounting else None),
         ("AccountingStorageHost", slurm.accounting_host if slurm.accounting else None),
         ("JobAcctGatherType", "jobacct_gather/cgroup" if slurm.accounting else None),
-        *TIMEOUTS,
+        *timeouts(plan),
     ]
     body = [f"{k}={v}" for k, v in settings if v is not None]
     nodes = [node_line(g) for g in plan.groups]

@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 _MODULES: dict[str, Any] = {
     "v1": k8s.core.v1,
     "apps/v1": k8s.apps.v1,
+    "batch/v1": k8s.batch.v1,
     "policy/v1": k8s.policy.v1,
     "rbac.authorization.k8s.io/v1": k8s.rbac.v1,
     "networking.k8s.io/v1": k8s.networking.v1,

@@ -11,6 +11,13 @@ render a declaration, bring its pods up as a :class:`Cluster` on its cloud's nod
 """
 
 from testing.e2e.cluster import ApplyResult, Cluster, sinfo_state
+from testing.e2e.controller_scenarios import (
+    failover_seconds,
+    no_backup_controller,
+    no_state_backup,
+    primary_back_seconds,
+    restore_drill,
+)
 from testing.e2e.image import SLURM_VERSION, BuiltImage, build_image, ssh_keygen
 from testing.e2e.jobs import job_state, read, submit, time_to_running, wait_done, wait_job
 from testing.e2e.node_scenarios import no_gpus, prolog_seconds
@@ -40,13 +47,18 @@ __all__ = [
     "Scenario",
     "build_image",
     "cloud_result",
+    "failover_seconds",
     "job_state",
+    "no_backup_controller",
     "no_gpus",
+    "no_state_backup",
+    "primary_back_seconds",
     "prolog_seconds",
     "read",
     "render",
     "render_raw",
     "rerender",
+    "restore_drill",
     "sinfo_state",
     "ssh_keygen",
     "submit",

@@ -30,10 +30,10 @@ from pathlib import Path
 import testing.nvml as nvml
 from slonk_infra import vocab
 from slonk_infra.plan import naming
-from testing.e2e.kube import Obj, fill_volume
+from testing.e2e.kube import Obj, claim_key, dns_names, fill_volume
 from testing.e2e.nodes import GpuNode
 from testing.e2e.podman import Podman, PodmanError, wait_for
-from testing.e2e.pods import DeleteResult, PodInstance, PodOptions, PodRunner
+from testing.e2e.pods import POD_INDEX_LABEL, POD_NAME_LABEL, DeleteResult, PodInstance, PodOptions, PodRunner
 from testing.e2e.stack import LOGIN_HOST_ALIAS, ClusterSecrets, Rendered
 
 
@@ -78,6 +78,7 @@ class Cluster:
         self._laptop: str | None = None
         self.options: dict[str, PodOptions] = {}
         self.subnet: ipaddress.IPv4Network = subnet
+        self._held_names: dict[str, str] = {}  # Service name -> container holding it (a pod-less Service)
 
     def _next_ip(self) -> str:
         return next(self._ips)
@@ -122,8 +123,9 @@ class Cluster:
         stss = self.rendered.statefulsets()
         first = [s for s in stss if s["metadata"]["name"] == naming.CONTROLLER]
         rest = [s for s in stss if s["metadata"]["name"] != naming.CONTROLLER]
-        for sts in first:
-            self._create(sts, 0)
+        for sts in first:  # every controller (a primary and its backup), before anything that asks them
+            for ordinal in range(sts["spec"].get("replicas", 1)):
+                self._create(sts, ordinal)
         jobs: list[Callable[[], PodInstance]] = [
             functools.partial(self._create, s, i) for s in rest for i in range(s["spec"].get("replicas", 1))
         ]
@@ -138,7 +140,10 @@ class Cluster:
 
     def _create(self, sts: Obj, ordinal: int) -> PodInstance:
         name = f"{sts['metadata']['name']}-{ordinal}"
+        labels = {**sts["spec"]["template"]["metadata"].get("labels", {}), POD_NAME_LABEL: name,
+                  POD_INDEX_LABEL: str(ordinal)}  # fmt: skip
         pod = self.runner.create(sts, ordinal, self.options.get(name))
+        self._release_service_names(labels)  # after: the Service's name never leaves DNS
         self.pods[name] = pod
         return pod
 
@@ -158,6 +163,7 @@ class Cluster:
         """``kubectl delete pod NAME``: the pod goes (preStop first); its StatefulSet (or Deployment) makes it
         again (a Deployment's under a new name)."""
         pod = self.pods.pop(name)
+        self._hold_service_names(pod)
         result = self.runner.delete(pod)
         if not recreate:
             return result, None
@@ -170,8 +176,70 @@ class Cluster:
         """The pod vanishes without its preStop hook (its node lost, an OOM kill) and nothing makes it again
         until :meth:`recreate`; returns the pod that was lost."""
         pod = self.pods.pop(name)
+        self._hold_service_names(pod)  # first: the Service's name never leaves DNS
         self.podman.remove_pod(pod.podman_name, timeout=0)
         return pod
+
+    # ------------------------------------------------------------------ Services with no pod behind them
+    def _hold_service_names(self, pod: PodInstance) -> None:
+        """kube-proxy's part for the ClusterIP Services that selected a pod now gone, and no other pod: the
+        Service's name still resolves (its virtual IP is the Service's, not a pod's) and a connection to it
+        is refused at once. Stood in for by a container holding the Service's DNS names with nothing
+        listening; it goes when a pod the Service selects is created again. (Headless Services' names
+        are the pods' own records and go with the pod, as here.)"""
+        namespace = self.rendered.plan.namespace
+        for svc in self.rendered.objects.services_selecting(pod.labels):
+            sname = svc["metadata"]["name"]
+            selector = svc["spec"].get("selector") or {}
+            others = [p for p in self.pods.values() if all(p.labels.get(k) == v for k, v in selector.items())]
+            if svc["spec"].get("clusterIP") == "None" or others or sname in self._held_names:
+                continue
+            cname = f"{self.podman.prefix}-{self.rendered.name}-svc-{sname}-{len(self.podman.containers)}"
+            aliases = dns_names(sname, namespace, None, [svc])
+            self.podman.run(
+                "run", "-d", "--name", cname, "--network", self.network, "--ip", self._next_ip(),
+                *[f"--network-alias={a}" for a in aliases], "--entrypoint", "sleep", self.image, "infinity",
+            )  # fmt: skip
+            self.podman.containers.append(cname)
+            self._held_names[sname] = cname
+
+    def _release_service_names(self, labels: dict[str, str]) -> None:
+        for svc in self.rendered.objects.services_selecting(labels):
+            cname = self._held_names.pop(svc["metadata"]["name"], None)
+            if cname is not None:
+                self.podman.run("rm", "--force", "--time", "0", cname, check=False)
+                self.podman.containers.remove(cname)
+
+    # ------------------------------------------------------------------------------------- jobs
+    def run_cronjob(self, name: str, timeout: float = 300) -> tuple[int, str, float]:
+        """One run of CronJob ``name`` now (what ``kubectl create job --from=cronjob/NAME`` starts): its pod
+        to completion; returns the exit status, the log and the seconds it took."""
+        cronjob = self.rendered.objects.get("CronJob", name)
+        template = cronjob["spec"]["jobTemplate"]["spec"]["template"]
+        job = {"kind": "Job", "metadata": {**cronjob["metadata"]}, "spec": {"template": template}}
+        pod_name = f"{name}-manual-{secrets.token_hex(3)[:5]}"
+        t0 = time.monotonic()
+        pod = self.runner.create(job, 0, name=pod_name)
+        try:
+            ctr = pod.container()
+            rc = int(self.podman.run("wait", ctr, timeout=timeout).stdout.strip().splitlines()[-1])
+            logs = self.podman.run("logs", ctr, check=False)
+            return rc, logs.stdout + logs.stderr, time.monotonic() - t0
+        finally:
+            self.runner.delete(pod)
+
+    def state_dir(self) -> Path:
+        """The directory on this machine holding the controller state (a volume of the harness)."""
+        ctl = self.rendered.plan.declaration.controller
+        if ctl.state_storage is None:
+            key, _ = claim_key(self.rendered.objects, vocab.CONTROLLER_STATE_CLAIM)
+            return self.rundir / "volumes" / key
+        key, _ = claim_key(self.rendered.objects, vocab.claim_name(ctl.state_storage))
+        return self.rundir / "volumes" / key / naming.state_subpath(self.rendered.plan.name)
+
+    def controllers(self) -> list[str]:
+        """Names of the running controller pods."""
+        return sorted(n for n, p in self.pods.items() if p.labels.get(vocab.COMPONENT) == vocab.CONTROLLER_COMPONENT)
 
     def recreate(self, name: str) -> PodInstance:
         """The StatefulSet makes replica ``name`` again, after :meth:`lose` or ``delete_pod(name, recreate=False)``:

@@ -36,6 +36,7 @@ from testing.e2e.nodes import PROFILES, GpuNode, NodeProfile, efa_mounts, gpu_mo
 from testing.e2e.podman import Podman, PodmanError
 
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+RESTART_POLICIES = {"Always": "always", "OnFailure": "on-failure", "Never": "no"}
 # Labels the StatefulSet controller puts on every pod it makes (Kubernetes 1.28+ for the index label).
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
@@ -219,7 +220,9 @@ class PodRunner:
     ) -> list[str]:  # fmt: skip
         name = f"{pod.podman_name}-{ctr['name']}"
         args = ["run", "--pod", pod.podman_name, "--name", name, "--log-opt", "max-size=20mb"]
-        args += ["-d", "--restart", "always"] if detach else []
+        # A sidecar's own restartPolicy, else the pod's (a Job's pods run once: Never / OnFailure).
+        policy = ctr.get("restartPolicy") or pod.spec.get("restartPolicy", "Always")
+        args += ["-d", "--restart", RESTART_POLICIES[policy]] if detach else []
         psc = pod.spec.get("securityContext") or {}
         sc = {
             **{k: v for k, v in psc.items() if k in ("runAsUser", "runAsGroup", "runAsNonRoot")},
@@ -375,4 +378,4 @@ def _cpus(quantity: str) -> float:
     return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
 
 
-__all__ = ["DeleteResult", "PodInstance", "PodOptions", "PodRunner"]
+__all__ = ["POD_INDEX_LABEL", "POD_NAME_LABEL", "DeleteResult", "PodInstance", "PodOptions", "PodRunner"]

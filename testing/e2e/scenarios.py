@@ -21,6 +21,13 @@ from typing import Any
 from slonk_infra import vocab
 from slonk_infra.plan import WorkerGroup
 from testing.e2e.cluster import Cluster
+from testing.e2e.controller_scenarios import (
+    backup_lost,
+    no_backup_controller,
+    no_state_backup,
+    primary_lost,
+    state_restored,
+)
 from testing.e2e.jobs import LOGIN, read, submit, wait_done, wait_job
 from testing.e2e.node_scenarios import (
     cpu_work_on_cpu_nodes,
@@ -478,4 +485,7 @@ SCENARIOS = [
     Scenario(13, "GRES agree with the hardware", gres_match_hardware, no_gpus),
     Scenario(14, "a user declared later", user_added_later),
     Scenario(15, "CPU work takes CPU nodes", cpu_work_on_cpu_nodes, no_mixed_default),
+    Scenario(16, "the primary controller lost", primary_lost, no_backup_controller),
+    Scenario(17, "the backup controller lost", backup_lost, no_backup_controller),
+    Scenario(18, "controller state restored from an archive", state_restored, no_state_backup),
 ]

@@ -63,9 +63,18 @@ def test_rest_api_scenario_applies_only_where_declared(secrets: ClusterSecrets) 
     for name, applies in (("gpu-shaped", True), ("local", False)):
         cluster = cast(Any, SimpleNamespace(rendered=render(name, "26.05", secrets)))
         assert (scenario.applies(cluster) is None) is applies, name
-    # the last cluster is local's: no GPUs, no TPUs, no fabric; the rest applies to every declaration
+    # the last cluster is local's: no GPUs, no TPUs, no fabric, one controller (with state archives); the rest
+    # applies to every declaration
     applies_to_local = {s.number for s in SCENARIOS if s.applies(cluster) is None}
-    assert applies_to_local == {1, 2, 3, 4, 5, 6, 7, 14}
+    assert applies_to_local == {1, 2, 3, 4, 5, 6, 7, 14, 18}
+
+
+def test_failover_scenarios_apply_where_a_backup_controller_is_declared(secrets: ClusterSecrets) -> None:
+    wanted = {16, 17, 18}
+    scenarios = [s for s in SCENARIOS if s.number in wanted]
+    for name, applies in (("gpu-eks", wanted), ("gpu-shaped", set()), ("local", {18})):
+        cluster = cast(Any, SimpleNamespace(rendered=render(name, "26.05", secrets)))
+        assert {s.number for s in scenarios if s.applies(cluster) is None} == applies, name
 
 
 def test_objects_carry_what_the_declared_cloud_layer_hands_the_slurm_layer(secrets: ClusterSecrets) -> None:

@@ -53,7 +53,8 @@ def test_placeholders_are_all_filled_and_every_setting_is_used() -> None:
         assert name in (HEALTH_SPEC, HEALTH_GROUPS) or text.startswith("#!/bin/sh\n")
     rendered = render_scripts(plan_for("gcp"))
     assert f"-f {vocab.CONF_DIR}/slurm.conf" in rendered["slurmctld.sh"]
-    assert f'--conf-server "${{SLONK_CONTROLLER}}:{vocab.SLURMCTLD_PORT}"' in rendered["slurmd.sh"]
+    assert '--conf-server "$SLURM_CONF_SERVER"' in rendered["slurmd.sh"]
+    assert f":{vocab.SLURMCTLD_PORT},/g'):{vocab.SLURMCTLD_PORT}\"" in rendered["slurmd.sh"]
 
 
 def test_an_unknown_placeholder_is_an_error_naming_it() -> None:
@@ -78,3 +79,18 @@ def test_rendered_scripts_pass_shellcheck(tmp_path: Path) -> None:
         files.append(str(path))
     result = subprocess.run(["shellcheck", "--shell=sh", *files], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("controllers", "expected"),
+    [("a.ns.svc", "a.ns.svc:{port}"), ("a.ns.svc,b.ns.svc", "a.ns.svc:{port},b.ns.svc:{port}")],
+)
+def test_slurmd_asks_every_controller_for_its_config(controllers: str, expected: str) -> None:
+    text = render_scripts(plan_for("gcp"))["slurmd.sh"]
+    [line] = [ln for ln in text.splitlines() if ln.startswith("SLURM_CONF_SERVER=")]
+    out = subprocess.run(
+        ["sh", "-c", f'{line}\necho "$SLURM_CONF_SERVER"'],
+        env={**os.environ, "SLONK_CONTROLLER": controllers},
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert out == expected.format(port=vocab.SLURMCTLD_PORT)

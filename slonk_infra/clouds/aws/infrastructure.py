@@ -41,7 +41,6 @@ from slonk_infra.clouds.aws.worker_group import (
 )
 from slonk_infra.clouds.common import (
     SYSTEM_LABELS,
-    SYSTEM_NODES,
     SYSTEM_POOL,
     CloudComponent,
     cloud_storage,
@@ -318,6 +317,7 @@ class AwsInfrastructure(CloudComponent):
     def _system_group(
         self, cluster_name: pulumi.Input[str], role_arn: pulumi.Input[str], opts: pulumi.ResourceOptions
     ) -> aws.eks.NodeGroup:
+        nodes = self.plan.declaration.kubernetes.system_nodes
         return aws.eks.NodeGroup(
             self.child_name("system"),
             aws.eks.NodeGroupArgs(
@@ -330,9 +330,7 @@ class AwsInfrastructure(CloudComponent):
                 capacity_type="ON_DEMAND",
                 disk_size=CPU_DISK_GIB,
                 labels=dict(SYSTEM_LABELS),
-                scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-                    min_size=SYSTEM_NODES, desired_size=SYSTEM_NODES, max_size=SYSTEM_NODES
-                ),
+                scaling_config=aws.eks.NodeGroupScalingConfigArgs(min_size=nodes, desired_size=nodes, max_size=nodes),
                 update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
             ),
             opts=opts,

@@ -22,7 +22,6 @@ from slonk_infra.binding import CloudResult
 from slonk_infra.catalog import load_catalog
 from slonk_infra.clouds.common import (
     SYSTEM_LABELS,
-    SYSTEM_NODES,
     SYSTEM_POOL,
     CloudComponent,
     cloud_storage,
@@ -244,7 +243,7 @@ class GcpInfrastructure(CloudComponent):
                 project=self.gcp.project,
                 location=self.region,
                 node_locations=self._pool_zone(),
-                node_count=SYSTEM_NODES,
+                node_count=self.plan.declaration.kubernetes.system_nodes,
                 management=gcp.container.NodePoolManagementArgs(auto_repair=True, auto_upgrade=True),
                 node_config=gcp.container.NodePoolNodeConfigArgs(
                     machine_type=SYSTEM_MACHINE,

@@ -30,6 +30,7 @@ SCRIPTS = (
     "healthcheck.sh",
     "munged.sh",
     "slurmctld.sh",
+    "state.sh",
     "slurmd.sh",
     "rejoin.sh",
     "drain.sh",
@@ -46,6 +47,8 @@ SETTINGS: dict[str, str] = {
     "GPU_DRIVER_DIR": vocab.GPU_DRIVER_DIR,
     "USERS_DIR": vocab.USERS_DIR,
     "LOGIN_HOST_KEY": vocab.LOGIN_HOST_KEY,
+    "SLURM_UID": str(vocab.SLURM_UID),
+    "STATE_DIR": vocab.STATE_DIR,
 }
 PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
 

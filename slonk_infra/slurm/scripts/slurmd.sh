@@ -9,8 +9,10 @@ until [ -S /run/munge/munge.socket.2 ]; do sleep 1; done
 here="$(dirname "$0")"
 node="$(hostname)"
 # Client commands in this pod (scontrol below, slonk-health's verdict) fetch the config from slurmctld
-# until slurmd has cached it under /run/slurm/conf.
-export SLURM_CONF_SERVER="${SLONK_CONTROLLER}:@SLURMCTLD_PORT@"
+# until slurmd has cached it under /run/slurm/conf. SLONK_CONTROLLER lists every controller (primary
+# first); both slurmd's --conf-server and SLURM_CONF_SERVER take "host:port,host:port".
+SLURM_CONF_SERVER="$(echo "$SLONK_CONTROLLER" | sed 's/,/:@SLURMCTLD_PORT@,/g'):@SLURMCTLD_PORT@"
+export SLURM_CONF_SERVER
 # Address refresh, first: before the boot health check (seconds with the GPU checks) and before slurmd
 # registers. slurmctld keeps the address it last reached a node at; a pod replaced without its preStop
 # (node lost, OOM kill, eviction past the grace period) comes back on a new IP, and slurmctld would send
@@ -99,6 +101,6 @@ sh "$here/healthcheck.sh" boot
 # at once and reaps the slurmstepd processes that outlive their parents; without catatonit in the
 # image, slurmd itself is PID 1. Job cgroups: docs/containers.md.
 if command -v catatonit >/dev/null 2>&1; then
-  exec catatonit -- slurmd -D --conf-server "${SLONK_CONTROLLER}:@SLURMCTLD_PORT@" -N "$node"
+  exec catatonit -- slurmd -D --conf-server "$SLURM_CONF_SERVER" -N "$node"
 fi
-exec slurmd -D --conf-server "${SLONK_CONTROLLER}:@SLURMCTLD_PORT@" -N "$node"
+exec slurmd -D --conf-server "$SLURM_CONF_SERVER" -N "$node"

@@ -1,0 +1,233 @@
+"""Scenarios of the controller's lifecycle: a primary lost with its node, a backup lost, and the state
+restored from an archive into a new controller (docs/node-lifecycle.md, "The controller").
+
+Each leaves the cluster as it found it: every controller back, every started node IDLE.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from typing import Any
+
+from slonk_infra import vocab
+from slonk_infra.kube import state_backup
+from slonk_infra.kube.controller import backups_dir
+from testing.e2e.cluster import Cluster
+from testing.e2e.jobs import LOGIN, job_fields, read, submit, wait_done, wait_job
+from testing.e2e.podman import PodmanError, wait_for
+
+# slurmctld writes changed job state at most every 5 s (SAVE_MAX_WAIT in slurmctld's state save thread),
+# so a job accepted less than that before its controller is lost with its node may be lost with it: the
+# scenarios wait that long (plus the write) after their last submission before they take a controller.
+STATE_SAVE_S = 7.0
+
+
+def no_backup_controller(cluster: Cluster) -> str | None:
+    """Why the failover scenarios do not apply: one controller."""
+    replicas = cluster.rendered.plan.declaration.controller.replicas
+    return None if replicas > 1 else f"controller.replicas is {replicas}; no backup controller to take over"
+
+
+def no_state_backup(cluster: Cluster) -> str | None:
+    """Why the restore drill does not apply: no controller.backup."""
+    return None if cluster.rendered.plan.declaration.controller.backup else "no controller.backup declared"
+
+
+def _user(cluster: Cluster) -> tuple[str, str]:
+    user = cluster.rendered.plan.declaration.users[0]
+    return f"{user.uid}:{user.primary_gid}", user.home
+
+
+def _ping(cluster: Cluster) -> dict[str, str]:
+    """``scontrol ping`` on the login pod: controller name -> UP / DOWN."""
+    try:
+        out = cluster.exec(LOGIN, "scontrol ping", timeout=60).stdout
+    except PodmanError:
+        return {}
+    return dict(re.findall(r"at (\S+) is (UP|DOWN)", out))
+
+
+def _accepts(cluster: Cluster, user: str, home: str) -> str | None:
+    """A job id when ``sbatch`` is accepted now (the client waits for a controller in control itself)."""
+    proc = cluster.exec(LOGIN, f"sbatch --parsable --hold -o {home}/ha-%j.out --wrap true", user=user, timeout=90)
+    return proc.stdout.strip().split(";")[0] if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+def _restarts(cluster: Cluster, jobs: list[str]) -> dict[str, str]:
+    return {j: job_fields(cluster, j).get("Restarts", "?") for j in jobs}
+
+
+def _both_up(cluster: Cluster, timeout: float = 120) -> dict[str, str]:
+    want = set(cluster.controllers())
+
+    def check() -> dict[str, str] | None:
+        ping = _ping(cluster)
+        return ping if want <= {h for h, s in ping.items() if s == "UP"} else None
+
+    return wait_for(f"controllers {sorted(want)} UP", check, timeout, interval=1.0)  # type: ignore[no-any-return]
+
+
+def _idle(cluster: Cluster) -> None:
+    cluster.wait_states({n: "idle" for n in cluster.workers()}, 180)
+
+
+def failover_seconds(cluster: Cluster, user: str, home: str) -> float:
+    """Lose the primary controller's pod (no preStop); seconds until ``sbatch`` on the login pod is accepted
+    (by the backup, now in control). The primary stays away: :func:`primary_back_seconds` brings it back."""
+    t0 = time.monotonic()
+    cluster.lose("slurmctld-0")
+    tries: list[str] = []
+
+    def accepted() -> str | None:
+        t = time.monotonic()
+        proc = cluster.exec(LOGIN, f"sbatch --parsable --hold -o {home}/ha-%j.out --wrap true", user=user, timeout=90)
+        tries.append(f"+{t - t0:.1f}s rc {proc.returncode} in {time.monotonic() - t:.1f}s {proc.stderr.strip()[-120:]}")
+        return proc.stdout.strip().split(";")[0] if proc.returncode == 0 and proc.stdout.strip() else None
+
+    try:
+        probe = wait_for("a job accepted by the backup", accepted, 120, interval=0.2)
+    except TimeoutError as exc:
+        raise TimeoutError(
+            f"{exc}; sbatch tries: {tries}; slurmctld-1: {cluster.logs('slurmctld-1', tail=30)}"
+        ) from None
+    accept_s = time.monotonic() - t0
+    cluster.sh(LOGIN, f"scancel {probe}", user=user)
+    if accept_s > 30:
+        print(
+            f"  failover {accept_s:.1f}s; sbatch tries: {tries}\n  slurmctld-1: {cluster.logs('slurmctld-1', tail=40)}"
+        )
+    return accept_s
+
+
+def primary_back_seconds(cluster: Cluster) -> float:
+    """Make the lost primary's pod again; seconds until both controllers answer ``scontrol ping`` UP."""
+    t0 = time.monotonic()
+    cluster.recreate("slurmctld-0")
+    _both_up(cluster)
+    return time.monotonic() - t0
+
+
+def primary_lost(cluster: Cluster) -> str:
+    """16. The primary controller's pod lost without its preStop while jobs run and queue: the backup takes
+    control and accepts jobs within 30 s, no job is lost or requeued, and the primary comes back UP."""
+    user, home = _user(cluster)
+    node = cluster.workers()[0]
+    running = submit(cluster, f"-w {node} --exclusive -o {home}/s16-%j.out", "sleep 45; echo finished", user=user)
+    wait_job(cluster, running, ("RUNNING",), 60)
+    queued = [
+        submit(cluster, f"-w {node} --exclusive -o {home}/s16-%j.out", "echo finished", user=user) for _ in range(2)
+    ]
+    for job in queued:
+        wait_job(cluster, job, ("PENDING",), 30)
+    time.sleep(STATE_SAVE_S)
+    try:
+        accept_s = failover_seconds(cluster, user, home)
+        ping = _ping(cluster)
+        states = {j: job_fields(cluster, j).get("JobState", "") for j in [running, *queued]}
+    finally:  # whatever happened, the next scenario gets both controllers
+        back_s = primary_back_seconds(cluster)
+    if states[running] != "RUNNING" or any(states[j] not in ("PENDING", "RUNNING", "COMPLETED") for j in queued):
+        raise AssertionError(f"jobs {accept_s:.1f}s after the primary was lost: {states}")
+    both = _ping(cluster)
+    wait_done(cluster, [running, *queued], 240)
+    restarts = _restarts(cluster, [running, *queued])
+    if set(restarts.values()) != {"0"}:
+        raise AssertionError(f"jobs requeued across the takeover: Restarts {restarts}")
+    outputs = {j: read(cluster, f"{home}/s16-{j}.out", user=user) for j in [running, *queued]}
+    missing = [j for j, o in outputs.items() if "finished" not in o.splitlines()]
+    if missing:
+        raise AssertionError(f"job output missing: {missing}")
+    _idle(cluster)
+    if accept_s > 30:
+        raise AssertionError(f"the backup accepted a job {accept_s:.1f}s after the primary was lost (want <= 30 s)")
+    return (
+        f"backup accepted sbatch {accept_s:.1f}s after slurmctld-0 was lost (ping then: {ping}); "
+        f"jobs {states}, none requeued; primary back and both UP in {back_s:.1f}s ({both})"
+    )
+
+
+def backup_lost(cluster: Cluster) -> str:
+    """17. The backup controller's pod lost: jobs and submissions go on as if nothing happened."""
+    user, home = _user(cluster)
+    node = cluster.workers()[0]
+    running = submit(cluster, f"-w {node} --exclusive -o {home}/s17-%j.out", "sleep 15; echo finished", user=user)
+    wait_job(cluster, running, ("RUNNING",), 60)
+    cluster.lose("slurmctld-1")
+    try:
+        t0 = time.monotonic()
+        probe = _accepts(cluster, user, home)
+        submit_s = time.monotonic() - t0
+    finally:
+        cluster.recreate("slurmctld-1")
+    if probe is None:
+        raise AssertionError("sbatch refused with the backup controller lost")
+    cluster.sh(LOGIN, f"scancel {probe}", user=user)
+    both = _both_up(cluster)
+    wait_done(cluster, [running], 120)
+    restarts = _restarts(cluster, [running])
+    if restarts[running] != "0":
+        raise AssertionError(f"job {running} requeued: {restarts}")
+    _idle(cluster)
+    return (
+        f"sbatch answered in {submit_s:.2f}s with slurmctld-1 lost; job {running} ran through; both UP again ({both})"
+    )
+
+
+def state_restored(cluster: Cluster) -> str:
+    """18. A restore drill: the state archived by the backup job, every controller lost with its state, the
+    archive restored into new controllers; the jobs known at the archive are there, later ones are not."""
+    figures = restore_drill(cluster)
+    return (
+        f"{figures['archive']} ({figures['backup_s']:.1f}s); restored and answering in {figures['restore_s']:.1f}s: "
+        f"{figures['after']}; {figures['held']} and {figures['running']} completed, {figures['later']} "
+        "(submitted after the archive) gone"
+    )
+
+
+def restore_drill(cluster: Cluster) -> dict[str, Any]:
+    """Scenario 18's drill; returns its figures: ``backup_s`` (the archive job), ``restore_s`` (new controllers
+    created to the restored state answering), the archive's log line and the jobs' states."""
+    user, home = _user(cluster)
+    node = cluster.workers()[0]
+    held = submit(cluster, f"--hold -o {home}/s18-%j.out", "echo finished", user=user)
+    running = submit(cluster, f"-w {node} --exclusive -o {home}/s18-%j.out", "sleep 60; echo finished", user=user)
+    wait_job(cluster, running, ("RUNNING",), 60)
+    time.sleep(STATE_SAVE_S)
+    rc, log, backup_s = cluster.run_cronjob(state_backup.NAME)
+    if rc != 0:
+        raise AssertionError(f"backup job exited {rc}: {log}")
+    later = submit(cluster, f"--hold -o {home}/s18-%j.out", "echo later", user=user)
+    time.sleep(STATE_SAVE_S)
+    # New controllers: every controller pod lost, and the state with them (a volume lost or corrupted).
+    lost = cluster.controllers()
+    for name in lost:
+        cluster.lose(name)
+    state = cluster.state_dir()
+    for entry in state.iterdir():
+        shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+    # Asked from the login pod, as root: it mounts every shared filesystem, and no controller runs now.
+    backups = backups_dir(cluster.rendered.plan)
+    cluster.sh(LOGIN, f"{vocab.SCRIPTS_DIR}/state.sh request-restore {backups} latest")
+    t0 = time.monotonic()
+    for name in lost:
+        cluster.recreate(name)
+
+    def restored() -> dict[str, str] | None:
+        fields = job_fields(cluster, held)
+        return fields if fields.get("JobState") == "PENDING" else None
+
+    wait_for(f"job {held} known again", restored, 180, interval=0.5)
+    restore_s = time.monotonic() - t0
+    after = {j: job_fields(cluster, j).get("JobState", "") for j in (held, running, later)}
+    if after[running] not in ("RUNNING", "COMPLETING", "COMPLETED") or after[later]:
+        raise AssertionError(f"after the restore: {after} (want {running} running, {later} unknown)")
+    cluster.sh(LOGIN, f"scontrol release {held}", user=user)
+    wait_done(cluster, [held, running], 180)
+    if cluster.rendered.plan.declaration.controller.replicas > 1:
+        _both_up(cluster)
+    _idle(cluster)
+    archive = log.strip().splitlines()[-1]
+    return {"archive": archive, "backup_s": backup_s, "restore_s": restore_s, "after": after,
+            "held": held, "running": running, "later": later}  # fmt: skip

@@ -1,0 +1,170 @@
+"""Two controllers (controller.replicas: 2) and state archives (controller.backup): what is rendered and
+what is refused. The tier runs them (testing/e2e, scenarios 16-18)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from slonk_infra import vocab
+from slonk_infra.declaration.errors import DeclarationError
+from slonk_infra.kube import controller, state_backup
+from slonk_infra.kube.inputs import KubeInputs
+from slonk_infra.plan import naming
+from slonk_infra.policy.slurmconf import lines
+from tests.kube_support import container, files_for, find, matches, mounts, objects, plan_for
+
+
+def ha(raw: dict[str, Any]) -> None:
+    """Declaration edit: a backup controller with its state on the /home filesystem, archives there too."""
+    raw["controller"] = {"replicas": 2, "stateStorage": "home", "backup": {"storage": "home", "keep": 5}}
+
+
+def test_two_controllers_are_named_in_slurm_conf_by_their_own_services() -> None:
+    plan = plan_for("gcp", ha)
+    ns = plan.namespace
+    conf = files_for(plan).config["slurm.conf"]
+    hosts = [line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("SlurmctldHost=")]
+    assert hosts == [
+        f"slurmctld-0(slurmctld-0.{ns}.svc.cluster.local)",
+        f"slurmctld-1(slurmctld-1.{ns}.svc.cluster.local)",
+    ]
+    # The backup takes over after controller.takeoverSeconds, not the single-controller 120 s.
+    assert "SlurmctldTimeout=15" in conf.splitlines()
+    objs = objects(plan)
+    sts = find(objs, "StatefulSet", naming.CONTROLLER)
+    for i in range(2):
+        svc = find(objs, "Service", f"slurmctld-{i}")
+        # A ClusterIP Service: its name resolves with no pod behind it (Slurm 22.05 clients stop at a name
+        # that does not resolve instead of trying the backup).
+        assert svc["spec"]["type"] == "ClusterIP" and "clusterIP" not in svc["spec"]
+        pod_labels = {**sts["spec"]["template"]["metadata"]["labels"], controller.POD_NAME_LABEL: f"slurmctld-{i}"}
+        assert matches(svc["spec"]["selector"], pod_labels)
+        other = {**pod_labels, controller.POD_NAME_LABEL: f"slurmctld-{1 - i}"}
+        assert not matches(svc["spec"]["selector"], other)
+        assert svc["spec"]["ports"][0]["port"] == vocab.SLURMCTLD_PORT
+    # Workers fetch their config from either controller, primary first.
+    worker = next(
+        o
+        for o in objs
+        if o["kind"] == "StatefulSet"
+        and o["metadata"]["name"] != naming.CONTROLLER
+        and o["metadata"]["name"] != "login"
+    )
+    env = {e["name"]: e.get("value") for e in container(worker["spec"]["template"]["spec"], "slurmd")["env"]}
+    assert env["SLONK_CONTROLLER"] == f"slurmctld-0.{ns}.svc.cluster.local,slurmctld-1.{ns}.svc.cluster.local"
+
+
+def test_one_controller_renders_as_before() -> None:
+    plan = plan_for("gcp")
+    conf = files_for(plan).config["slurm.conf"].splitlines()
+    assert [line for line in conf if line.startswith("SlurmctldHost=")] == [
+        f"SlurmctldHost=slurmctld-0({naming.controller_host(plan.namespace)})"
+    ]
+    assert "SlurmctldTimeout=120" in conf
+    objs = objects(plan)
+    assert not [
+        o for o in objs if o["kind"] in ("Service", "CronJob") and o["metadata"]["name"].startswith("slurmctld-")
+    ]
+    spec = find(objs, "StatefulSet", naming.CONTROLLER)["spec"]
+    # Parallel with one controller too: the field is immutable, and 1 -> 2 must not replace the StatefulSet.
+    assert spec["replicas"] == 1 and spec["podManagementPolicy"] == "Parallel"
+    assert "affinity" not in spec["template"]["spec"]
+    assert [c["name"] for c in spec["template"]["spec"]["initContainers"]] == ["munged"]
+
+
+def test_controllers_share_state_on_the_filesystem_and_never_share_a_node() -> None:
+    plan = plan_for("aws", ha)
+    sts = controller.statefulset(plan, files_for(plan), KubeInputs())
+    spec = sts["spec"]
+    assert spec["replicas"] == 2 and spec["podManagementPolicy"] == "Parallel"
+    pod = spec["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]
+    [required] = anti["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert required["topologyKey"] == "kubernetes.io/hostname"
+    assert matches(required["labelSelector"]["matchLabels"], spec["template"]["metadata"]["labels"])
+    [zone] = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert zone["podAffinityTerm"]["topologyKey"] == "topology.kubernetes.io/zone"
+    ctld = container(pod, "slurmctld")
+    state = next(m for m in ctld["volumeMounts"] if m["mountPath"] == vocab.STATE_DIR)
+    assert state == {"name": "shared-home", "mountPath": vocab.STATE_DIR, "subPath": f".slurm/{plan.name}/state"}
+    assert "state" not in {v["name"] for v in pod["volumes"]}
+    # Each pod's probes ask about its own daemon: "is UP" alone passes while the other one answers.
+    for probe in ("startupProbe", "readinessProbe"):
+        assert "at $(hostname) is UP" in ctld[probe]["exec"]["command"][-1]
+    # Liveness is the daemon's own port: a ping also waits on the other controller.
+    assert ctld["livenessProbe"]["tcpSocket"] == {"port": vocab.SLURMCTLD_PORT}
+    # The init container makes the shared directories slurm's before slurmctld starts, as root with
+    # three capabilities; the state it leaves to slurmctld.
+    init = pod["initContainers"][0]
+    assert init["name"] == "state-dirs"
+    assert init["command"][1:] == ["prepare", f"/home/.slurm/{plan.name}/state", f"/home/.slurm/{plan.name}/backups"]
+    assert init["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER", "DAC_OVERRIDE"]}
+    assert "runAsUser" not in init["securityContext"]
+    assert {"name": "SLONK_BACKUPS", "value": f"/home/.slurm/{plan.name}/backups"} in ctld["env"]
+    # The claim of a single controller's state stays declared: going from 1 to 2 never deletes that state.
+    assert find(objects(plan), "PersistentVolumeClaim", vocab.CONTROLLER_STATE_CLAIM)
+
+
+def test_the_backup_job_reads_the_state_read_only_and_writes_archives_as_slurm() -> None:
+    plan = plan_for("gcp", ha)
+    [job] = state_backup.cronjob(plan, KubeInputs(system_selector={"role": "system"}))
+    assert job["spec"]["schedule"] == "*/30 * * * *" and job["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    [ctr] = pod["containers"]
+    assert ctr["command"][1:] == ["backup", "/state", f"/home/.slurm/{plan.name}/backups", "5"]
+    assert ctr["securityContext"]["runAsUser"] == vocab.SLURM_UID
+    assert ctr["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    src = next(m for m in ctr["volumeMounts"] if m["mountPath"] == "/state")
+    assert src["readOnly"] is True and src["subPath"] == f".slurm/{plan.name}/state"
+    assert mounts(ctr)["/home"] == "shared-home"
+    assert pod["nodeSelector"] == {"role": "system"} and "affinity" not in pod
+    # Its pods are not controller pods: no Service, budget or anti-affinity of the controller selects them.
+    labels = job["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    assert labels[vocab.COMPONENT] == vocab.STATE_BACKUP_COMPONENT
+    assert not matches(vocab.selector(vocab.CONTROLLER_COMPONENT), labels)
+
+
+def test_with_one_controller_the_backup_job_runs_beside_it_to_read_its_volume() -> None:
+    def backup_only(raw: dict[str, Any]) -> None:
+        raw["controller"] = {"backup": {"storage": "home", "schedule": "15 * * * *"}}
+
+    plan = plan_for("local", backup_only)
+    [job] = state_backup.cronjob(plan, KubeInputs())
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert {"name": "state", "persistentVolumeClaim": {"claimName": vocab.CONTROLLER_STATE_CLAIM}} in pod["volumes"]
+    [term] = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == vocab.selector(vocab.CONTROLLER_COMPONENT)
+    sts = controller.statefulset(plan, files_for(plan), KubeInputs())
+    init = sts["spec"]["template"]["spec"]["initContainers"][0]
+    assert init["command"][2:] == [f"/home/.slurm/{plan.name}/backups"]
+    assert sts["spec"]["replicas"] == 1
+    assert lines(files_for(plan).config["slurm.conf"])  # still a parseable file
+
+
+@pytest.mark.parametrize(
+    ("controller_spec", "kubernetes", "path", "words"),
+    [
+        ({"replicas": 2}, {}, "controller.stateStorage", "shared filesystem"),
+        ({"replicas": 2, "stateStorage": "scratch"}, {}, "controller.stateStorage", "'scratch' is not a known storage"),
+        ({"backup": {"storage": "hom"}}, {}, "controller.backup.storage", "did you mean 'home'"),
+        ({"replicas": 2, "stateStorage": "home"}, {"systemNodes": 1}, "kubernetes.systemNodes", "never share a node"),
+        ({"replicas": 3}, {}, "controller.replicas", "less than or equal to 2"),
+        ({"backup": {"storage": "home", "schedule": "every hour"}}, {}, "controller.backup.schedule", "cron"),
+        ({"replicas": 2, "stateStorage": "home", "takeoverSeconds": 2}, {}, "controller.takeoverSeconds", "10"),
+    ],
+)
+def test_bad_controller_declarations_are_refused_by_field(
+    controller_spec: dict[str, Any], kubernetes: dict[str, Any], path: str, words: str
+) -> None:
+    def edit(raw: dict[str, Any]) -> None:
+        raw["controller"] = controller_spec
+        raw["kubernetes"] = {**raw.get("kubernetes", {}), **kubernetes}
+
+    with pytest.raises(DeclarationError) as err:
+        plan_for("gcp", edit)
+    found = [p for p in err.value.problems if p.path == path]
+    assert found, [(p.path, p.message) for p in err.value.problems]
+    assert words in found[0].message, found[0].message
