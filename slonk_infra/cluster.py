@@ -93,7 +93,8 @@ class Cluster(pulumi.ComponentResource):
     login_address: pulumi.Output[str]
     """Where to ``ssh``: the login Service's LoadBalancer hostname or IP, else its ClusterIP."""
     controller_host: pulumi.Output[str]
-    """Cluster DNS name of the slurmctld pod (SlurmctldHost)."""
+    """Cluster DNS name of the (primary) slurmctld, as slurm.conf's first SlurmctldHost names it; with
+    ``controller.replicas: 2`` the backup's is the same with ``slurmctld-1``."""
     kubeconfig: pulumi.Output[str]
     """Kubeconfig of the Kubernetes cluster this component created (exec-plugin auth, no credential
     inside; a secret output); empty when an existing cluster is used."""
@@ -120,7 +121,8 @@ class Cluster(pulumi.ComponentResource):
         self.cluster_name = pulumi.Output.from_input(self.plan.name)
         self.namespace = pulumi.Output.from_input(self.plan.namespace)
         self.login_address = _login_address(self.slurm.objects[f"Service/{naming.LOGIN}"])
-        self.controller_host = pulumi.Output.from_input(naming.controller_host(self.plan.namespace))
+        primary = naming.controller_hosts(self.plan.namespace, self.plan.declaration.controller.replicas)[0]
+        self.controller_host = pulumi.Output.from_input(primary)
         self.kubeconfig = pulumi.Output.secret(result.kubeconfig if result.kubeconfig is not None else "")
         self.node_pools = _string_map(result.node_pool_names)
         self.slurm_files = pulumi.Output.from_input(self.slurm.files.all())

@@ -6,6 +6,7 @@ Each leaves the cluster as it found it: every controller back, every started nod
 
 from __future__ import annotations
 
+import base64
 import re
 import shutil
 import time
@@ -53,6 +54,33 @@ def _accepts(cluster: Cluster, user: str, home: str) -> str | None:
     """A job id when ``sbatch`` is accepted now (the client waits for a controller in control itself)."""
     proc = cluster.exec(LOGIN, f"sbatch --parsable --hold -o {home}/ha-%j.out --wrap true", user=user, timeout=90)
     return proc.stdout.strip().split(";")[0] if proc.returncode == 0 and proc.stdout.strip() else None
+
+
+# On the login pod as the researcher (stdlib only): slurmrestd's node list with their token; prints
+# "<HTTP status> <nodes listed>".
+REST_NODES = r"""
+import json, re, sys, urllib.request as u
+base, token, name = sys.argv[1:4]
+h = {"X-SLURM-USER-TOKEN": token, "X-SLURM-USER-NAME": name}
+spec = json.load(u.urlopen(u.Request(base + "/openapi/v3", headers=h), timeout=60))
+v = max(int(x) for x in re.findall(r"/slurm/v0\.0\.(\d+)/nodes", " ".join(spec["paths"])))
+r = u.urlopen(u.Request(f"{base}/slurm/v0.0.{v}/nodes", headers=h), timeout=60)
+print(r.status, len(json.load(r)["nodes"]))
+"""
+
+
+def _rest_answers(cluster: Cluster) -> str:
+    """Where slurmrestd runs: its node list through whichever controller is in control (it was not restarted)."""
+    if cluster.rest_api() is None:
+        return "no slurmrestd"
+    user = cluster.rendered.plan.declaration.users[0]
+    token = cluster.ssh(user.name, "scontrol token lifespan=300").strip().split("=", 1)[1]
+    url = f"http://{vocab.RESTAPI}.{cluster.rendered.plan.namespace}.svc.cluster.local:{vocab.SLURMRESTD_PORT}"
+    client = base64.b64encode(REST_NODES.encode()).decode()
+    out = cluster.ssh(user.name, f"echo {client} | base64 -d | python3 - {url} {token} {user.name}").split()
+    if out[:1] != ["200"]:
+        raise AssertionError(f"slurmrestd after the takeover: {out}")
+    return f"slurmrestd listed {out[1]} nodes"
 
 
 def _restarts(cluster: Cluster, jobs: list[str]) -> dict[str, str]:
@@ -114,7 +142,7 @@ def primary_lost(cluster: Cluster) -> str:
     control and accepts jobs within 30 s, no job is lost or requeued, and the primary comes back UP."""
     user, home = _user(cluster)
     node = cluster.workers()[0]
-    running = submit(cluster, f"-w {node} --exclusive -o {home}/s16-%j.out", "sleep 45; echo finished", user=user)
+    running = submit(cluster, f"-w {node} --exclusive -o {home}/s16-%j.out", "sleep 60; echo finished", user=user)
     wait_job(cluster, running, ("RUNNING",), 60)
     queued = [
         submit(cluster, f"-w {node} --exclusive -o {home}/s16-%j.out", "echo finished", user=user) for _ in range(2)
@@ -124,8 +152,9 @@ def primary_lost(cluster: Cluster) -> str:
     time.sleep(STATE_SAVE_S)
     try:
         accept_s = failover_seconds(cluster, user, home)
-        ping = _ping(cluster)
         states = {j: job_fields(cluster, j).get("JobState", "") for j in [running, *queued]}
+        ping = _ping(cluster)
+        rest = _rest_answers(cluster)
     finally:  # whatever happened, the next scenario gets both controllers
         back_s = primary_back_seconds(cluster)
     if states[running] != "RUNNING" or any(states[j] not in ("PENDING", "RUNNING", "COMPLETED") for j in queued):
@@ -143,7 +172,7 @@ def primary_lost(cluster: Cluster) -> str:
     if accept_s > 30:
         raise AssertionError(f"the backup accepted a job {accept_s:.1f}s after the primary was lost (want <= 30 s)")
     return (
-        f"backup accepted sbatch {accept_s:.1f}s after slurmctld-0 was lost (ping then: {ping}); "
+        f"backup accepted sbatch {accept_s:.1f}s after slurmctld-0 was lost (ping then: {ping}; {rest}); "
         f"jobs {states}, none requeued; primary back and both UP in {back_s:.1f}s ({both})"
     )
 
@@ -176,8 +205,9 @@ def backup_lost(cluster: Cluster) -> str:
 
 
 def state_restored(cluster: Cluster) -> str:
-    """18. A restore drill: the state archived by the backup job, every controller lost with its state, the
-    archive restored into new controllers; the jobs known at the archive are there, later ones are not."""
+    """18. A restore drill: the state archived by the backup job, every controller lost with its state; the new
+    primary waits for a decision instead of starting empty, the latest archive is restored on request; the
+    jobs known at the archive are there, later ones are not."""
     figures = restore_drill(cluster)
     return (
         f"{figures['archive']} ({figures['backup_s']:.1f}s); restored and answering in {figures['restore_s']:.1f}s: "
@@ -207,12 +237,19 @@ def restore_drill(cluster: Cluster) -> dict[str, Any]:
     state = cluster.state_dir()
     for entry in state.iterdir():
         shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
-    # Asked from the login pod, as root: it mounts every shared filesystem, and no controller runs now.
-    backups = backups_dir(cluster.rendered.plan)
-    cluster.sh(LOGIN, f"{vocab.SCRIPTS_DIR}/state.sh request-restore {backups} latest")
+    # New controller pods: the primary finds its state empty while archives exist and waits, running, for
+    # an operator's decision (docs/node-lifecycle.md); the restore is asked for in it, as the slurm user.
     t0 = time.monotonic()
     for name in lost:
         cluster.recreate(name)
+    backups = backups_dir(cluster.rendered.plan)
+
+    def waiting() -> str | None:
+        log = cluster.logs("slurmctld-0", tail=20)
+        return log if "Waiting for: state.sh request-restore" in log else None
+
+    wait_for("slurmctld-0 waiting for a restore", waiting, 60, interval=0.5)
+    cluster.sh("slurmctld-0", f"{vocab.SCRIPTS_DIR}/state.sh request-restore {backups} latest")
 
     def restored() -> dict[str, str] | None:
         fields = job_fields(cluster, held)

@@ -134,20 +134,36 @@ def test_a_restore_recovers_a_file_caught_between_slurmctlds_renames(state_sh: P
     assert (state / "job_state").read_text() == "jobs"
 
 
-def test_an_empty_state_with_archives_is_refused_until_a_restore_or_start_empty(state_sh: Path, tmp_path: Path) -> None:
+def test_an_empty_state_with_archives_waits_for_a_restore_or_start_empty(state_sh: Path, tmp_path: Path) -> None:
     state, dest = tmp_path / "state", tmp_path / "backups"
     dest.mkdir()
     state.mkdir()
-    # A new cluster: no state, no archive: starts.
-    assert run(state_sh, "refuse-empty", str(dest), str(state)).returncode == 0
-    (state / "job_state").write_text("jobs")
+    # A new cluster: no state, no archive: starts at once.
+    assert run(state_sh, "await-state", str(dest), str(state), timeout=10).returncode == 0
+    (state / "job_state").write_text("known")
     assert run(state_sh, "backup", str(state), str(dest), "5").returncode == 0
-    assert run(state_sh, "refuse-empty", str(dest), str(state)).returncode == 0  # state present
+    assert run(state_sh, "await-state", str(dest), str(state), timeout=10).returncode == 0  # state present
     (state / "job_state").unlink()
-    proc = run(state_sh, "refuse-empty", str(dest), str(state))
-    assert proc.returncode != 0 and "request-restore" in proc.stderr and "start-empty" in proc.stderr
+    shim = tmp_path / "bin-slurmctld-0"
+    shim.mkdir(exist_ok=True)
+    (shim / "hostname").write_text("#!/bin/sh\necho slurmctld-0\n")
+    (shim / "hostname").chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"}
+    # A lost volume: it waits (running, saying why) until a restore is requested, then restores.
+    waiting = subprocess.Popen(
+        ["sh", str(state_sh), "await-state", str(dest), str(state)], env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(2.5)
+        assert waiting.poll() is None
+        assert run(state_sh, "request-restore", str(dest), "latest").returncode == 0
+        assert waiting.wait(timeout=15) == 0
+        assert waiting.stderr is not None and "request-restore" in waiting.stderr.read()
+    finally:
+        waiting.kill()
+    assert (state / "job_state").read_text() == "known"
+    # Starting afresh on purpose.
+    for f in list(state.iterdir()):
+        f.unlink()
     (dest / "start-empty").touch()
-    assert run(state_sh, "refuse-empty", str(dest), str(state)).returncode == 0
-    (dest / "start-empty").unlink()
-    assert run(state_sh, "request-restore", str(dest), "latest").returncode == 0
-    assert run(state_sh, "refuse-empty", str(dest), str(state)).returncode == 0
+    assert run(state_sh, "await-state", str(dest), str(state), timeout=10).returncode == 0

@@ -11,7 +11,7 @@ fi
 case "$(hostname)" in
 *-0)
   if [ -n "${SLONK_BACKUPS:-}" ]; then
-    "$(dirname "$0")/state.sh" refuse-empty "$SLONK_BACKUPS" @STATE_DIR@
+    "$(dirname "$0")/state.sh" await-state "$SLONK_BACKUPS" @STATE_DIR@
   fi
   ;;
 *)

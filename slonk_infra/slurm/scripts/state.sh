@@ -6,7 +6,8 @@
 #                                        it next starts; run it, then restart every controller pod
 #   state.sh restore-requested DEST DIR what slurmctld.sh runs before the daemon: the primary restores a
 #                                        requested archive into DIR, a backup waits until it has
-#   state.sh refuse-empty DEST DIR      fail when DIR has no state but DEST has archives (a lost volume)
+#   state.sh await-state DEST DIR       wait while DIR has no state but DEST has archives (a lost volume),
+#                                        until a restore is requested (then restore) or DEST/start-empty exists
 set -eu
 slurm_uid=@SLURM_UID@
 die() { echo "state.sh: $*" >&2; exit 1; }
@@ -56,18 +57,30 @@ request-restore)
   tar -tzf "$dest/$want" >/dev/null || die "$dest/$want is not a readable archive"
   echo "$want" >"$dest/restore"
   [ "$(id -u)" != 0 ] || chown "$slurm_uid:$slurm_uid" "$dest/restore"
-  echo "state.sh: $want will be restored when the primary controller starts; restart every controller pod" \
-    "(kubectl scale statefulset/slurmctld --replicas=0, then back)"
+  echo "state.sh: $want will be restored when the primary controller starts (a primary waiting for its state" \
+    "does it now); otherwise restart every controller pod (kubectl scale statefulset/slurmctld --replicas=0, then back)"
   ;;
-refuse-empty)
+await-state)
   # slurmctld.sh on the primary: a state directory without job or node state while archives exist is a
   # lost or newly mounted volume (a controller moved to shared storage); slurmctld would start afresh and
-  # every queued and running job would be cancelled. Refused until a restore is requested, or until
-  # DEST/start-empty says starting afresh is meant.
-  dest="$2" dir="$3"
-  if [ -e "$dir/job_state" ] || [ -e "$dir/node_state" ] || [ -e "$dir/job_state.old" ]; then exit 0; fi
-  if [ -f "$dest/restore" ] || [ -f "$dest/start-empty" ] || [ -z "$(archives "$dest")" ]; then exit 0; fi
-  die "$dir holds no controller state but $dest has archives (newest: $(archives "$dest" | head -n 1)); starting would cancel every job. Restore one (state.sh request-restore $dest latest), or touch $dest/start-empty to start afresh"
+  # every queued and running job would be cancelled. So the controller waits, running but not ready,
+  # until an operator requests a restore (kubectl exec ... state.sh request-restore DEST latest) or says
+  # starting afresh is meant (touch DEST/start-empty).
+  dest="$2" dir="$3" waited=0
+  while ! [ -e "$dir/job_state" ] && ! [ -e "$dir/node_state" ] && ! [ -e "$dir/job_state.old" ] &&
+    ! [ -f "$dest/start-empty" ] && [ -n "$(archives "$dest")" ]; do
+    if [ -f "$dest/restore" ]; then
+      "$0" restore-requested "$dest" "$dir"
+      exit 0
+    fi
+    if [ $((waited % 60)) -eq 0 ]; then
+      echo "state.sh: $dir holds no controller state but $dest has archives (newest: $(archives "$dest" | head -n 1));" \
+        "starting would cancel every job. Waiting for: state.sh request-restore $dest latest (or NAME)," \
+        "or touch $dest/start-empty to start afresh" >&2
+    fi
+    waited=$((waited + 2))
+    sleep 2
+  done
   ;;
 restore-requested)
   dest="$2" dir="$3" request="$2/restore"
@@ -103,6 +116,6 @@ restore-requested)
   echo "state.sh: restored $want into $dir; the state it replaced is in $dest/replaced-$stamp" >&2
   ;;
 *)
-  die "usage: state.sh prepare DIR... | backup SRC DEST KEEP | request-restore DEST NAME|latest | restore-requested DEST DIR | refuse-empty DEST DIR"
+  die "usage: state.sh prepare DIR... | backup SRC DEST KEEP | request-restore DEST NAME|latest | restore-requested DEST DIR | await-state DEST DIR"
   ;;
 esac
