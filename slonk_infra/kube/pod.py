@@ -176,7 +176,17 @@ def slurm_pod_spec(
         spec["terminationGracePeriodSeconds"] = grace_seconds
     spec["securityContext"] = security
     # Slurm node names are bare pod hostnames; this search domain makes them resolve in every pod.
-    spec["dnsConfig"] = {"searches": [naming.workers_domain(plan.namespace)]}
+    # Every Slurm RPC resolves its peer's name first, one lookup at a time, and slurmctld's threads wait
+    # on them: a dropped UDP query (a busy cluster DNS, the conntrack race of parallel A/AAAA queries)
+    # costs glibc's default 5 s twice. Retry after 1 s instead, three times, on a fresh socket.
+    spec["dnsConfig"] = {
+        "searches": [naming.workers_domain(plan.namespace)],
+        "options": [
+            {"name": "timeout", "value": "1"},
+            {"name": "attempts", "value": "3"},
+            {"name": "single-request-reopen"},
+        ],
+    }
     if tolerate is not None:
         spec["tolerations"] = tolerate
     if munged:

@@ -95,10 +95,14 @@ def controller_hosts(namespace: str, replicas: int) -> list[str]:
     name is gone from DNS from when the pod object is deleted until its replacement has an address
     (for good while no node can take it); a Service name always resolves, and with no pod behind it
     the connection is refused at once, so clients and slurmd go straight on to the backup.
+
+    These are absolute names (a trailing dot): with the pods' ``ndots:5`` a four-dot name is otherwise first
+    tried under every search domain, and each client RPC, slurmd message and the backup's ping of the
+    primary would wait on those lookups; a slow answer to one of them delays a takeover.
     """
     if replicas == 1:
         return [controller_host(namespace)]
-    return [f"{controller_service(i)}.{namespace}.svc.cluster.local" for i in range(replicas)]
+    return [f"{controller_service(i)}.{namespace}.svc.cluster.local." for i in range(replicas)]
 
 
 def controller_service(ordinal: int) -> str:

@@ -27,8 +27,8 @@ def test_two_controllers_are_named_in_slurm_conf_by_their_own_services() -> None
     conf = files_for(plan).config["slurm.conf"]
     hosts = [line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("SlurmctldHost=")]
     assert hosts == [
-        f"slurmctld-0(slurmctld-0.{ns}.svc.cluster.local)",
-        f"slurmctld-1(slurmctld-1.{ns}.svc.cluster.local)",
+        f"slurmctld-0(slurmctld-0.{ns}.svc.cluster.local.)",
+        f"slurmctld-1(slurmctld-1.{ns}.svc.cluster.local.)",
     ]
     # The backup takes over after controller.takeoverSeconds, not the single-controller 120 s.
     assert "SlurmctldTimeout=15" in conf.splitlines()
@@ -53,7 +53,8 @@ def test_two_controllers_are_named_in_slurm_conf_by_their_own_services() -> None
         and o["metadata"]["name"] != "login"
     )
     env = {e["name"]: e.get("value") for e in container(worker["spec"]["template"]["spec"], "slurmd")["env"]}
-    assert env["SLONK_CONTROLLER"] == f"slurmctld-0.{ns}.svc.cluster.local,slurmctld-1.{ns}.svc.cluster.local"
+    # Absolute names: no search-domain lookups before each connection (ndots:5).
+    assert env["SLONK_CONTROLLER"] == f"slurmctld-0.{ns}.svc.cluster.local.,slurmctld-1.{ns}.svc.cluster.local."
 
 
 def test_one_controller_renders_as_before() -> None:

@@ -101,4 +101,10 @@ def test_slurm_pods_share_one_service_account_without_a_token_and_resolve_worker
         assert spec["automountServiceAccountToken"] is False
         if obj["metadata"]["labels"][vocab.COMPONENT] != vocab.NFS_COMPONENT:
             assert spec["serviceAccountName"] == vocab.SERVICE_ACCOUNT
-            assert spec["dnsConfig"] == {"searches": [f"slurm-workers.{plan.namespace}.svc.cluster.local"]}
+            assert spec["dnsConfig"]["searches"] == [f"slurm-workers.{plan.namespace}.svc.cluster.local"]
+            # A dropped query is asked again after 1 s, not glibc's 5 s, on a fresh socket.
+            assert spec["dnsConfig"]["options"] == [
+                {"name": "timeout", "value": "1"},
+                {"name": "attempts", "value": "3"},
+                {"name": "single-request-reopen"},
+            ]
