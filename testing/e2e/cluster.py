@@ -144,6 +144,8 @@ class Cluster:
                   POD_INDEX_LABEL: str(ordinal)}  # fmt: skip
         pod = self.runner.create(sts, ordinal, self.options.get(name))
         self._release_service_names(labels)  # after: the Service's name never leaves DNS
+        for svc in self._per_pod_services(labels):
+            self._point(svc, pod.ip)
         self.pods[name] = pod
         return pod
 
@@ -196,12 +198,47 @@ class Cluster:
                 continue
             cname = f"{self.podman.prefix}-{self.rendered.name}-svc-{sname}-{len(self.podman.containers)}"
             aliases = dns_names(sname, namespace, None, [svc])
+            ghost_ip = self._next_ip()
             self.podman.run(
-                "run", "-d", "--name", cname, "--network", self.network, "--ip", self._next_ip(),
+                "run", "-d", "--name", cname, "--network", self.network, "--ip", ghost_ip,
                 *[f"--network-alias={a}" for a in aliases], "--entrypoint", "sleep", self.image, "infinity",
             )  # fmt: skip
             self.podman.containers.append(cname)
             self._held_names[sname] = cname
+            if svc in self._per_pod_services(pod.labels):
+                self._point(svc, ghost_ip)
+
+    def _per_pod_services(self, labels: dict[str, str]) -> list[Obj]:
+        """ClusterIP Services selecting one pod by name (the controllers' own Services)."""
+        return [
+            svc
+            for svc in self.rendered.objects.services_selecting(labels)
+            if svc["spec"].get("clusterIP") != "None" and POD_NAME_LABEL in (svc["spec"].get("selector") or {})
+        ]
+
+    def _point(self, svc: Obj, address: str) -> None:
+        """A per-pod Service's names now lead to ``address`` (its pod, or the stand-in refusing connections),
+        through every pod's /etc/hosts rather than the network's DNS: the harness's DNS server (aardvark)
+        stops answering for seconds at a time on this machine (docs/containers.md), which a cluster's DNS
+        does not, and a Service's address does not change while its pod comes and goes. Running pods'
+        hosts files are rewritten in place (they are bind mounts); new pods get the entries at creation."""
+        names = dns_names(svc["metadata"]["name"], self.rendered.plan.namespace, None, [svc])
+        names += [f"{names[-1]}."]  # slurm.conf names the controllers absolutely
+        for name in names:
+            self.runner.extra_hosts[name] = address
+        containers = [c for pod in self.pods.values() for c in (*pod.sidecars, *pod.main)]
+        if not containers:
+            return
+        paths = self.podman.run("inspect", "-f", "{{.HostsPath}}", *containers, check=False).stdout.split()
+        for path in dict.fromkeys(p for p in paths if p.startswith("/")):
+            hosts = Path(path)
+            try:
+                lines = hosts.read_text().splitlines()
+            except FileNotFoundError:  # a container going away
+                continue
+            kept = [ln for ln in lines if not set(ln.split()[1:]) & set(names)]
+            with hosts.open("w") as f:  # in place: the same inode stays mounted
+                f.write("\n".join([*kept, f"{address}\t{' '.join(names)}"]) + "\n")
 
     def _release_service_names(self, labels: dict[str, str]) -> None:
         for svc in self.rendered.objects.services_selecting(labels):

@@ -113,6 +113,8 @@ class PodRunner:
         self.plan = plan
         self.profile: NodeProfile = PROFILES[plan.declaration.cloud if plan else "local"]
         self.nvml_library = nvml_library
+        self.extra_hosts: dict[str, str] = {}
+        """Host name -> address every new pod's /etc/hosts gets (the cluster's pinned Service names)."""
 
     # ---------------------------------------------------------------------------------- create
     def create(self, sts: Obj, ordinal: int, options: PodOptions | None = None, name: str | None = None) -> PodInstance:
@@ -141,6 +143,7 @@ class PodRunner:
         args += [f"--dns-search={s}" for s in searches] + [f"--dns-option={o}" for o in dns_options]
         if service:  # kubelet's hosts file names the pod by its FQDN too
             args += [f"--add-host={name}.{service}.{namespace}.svc.cluster.local:{ip}"]
+        args += [f"--add-host={host}:{addr}" for host, addr in self.extra_hosts.items()]
         self.podman.run(*args)
         self.podman.pods.append(podman_name)
         owner = (sts.get("kind", "StatefulSet"), meta["name"])
