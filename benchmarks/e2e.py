@@ -9,8 +9,8 @@ set up). Figures, each as median, min and max: start to every worker IDLE (``--u
 IDLE, and lost without preStop to its next job running; the controller pod deleted and recreated to
 answering ``scontrol ping`` (``--recoveries`` each); on a declaration with GPUs, the prolog with its health
 check (GPU checks on, against the NVML stand-in) run as slurmd runs it (``--prologs``); on a declaration with
-a backup controller, the primary's pod lost to ``sbatch`` accepted by the backup and the primary back to
-both UP (``--failovers``); with controller.backup, the restore drill's new controllers to the restored
+a backup controller, the primary's pod lost to the backup serving (its log's "Running as primary
+controller") and to ``sbatch`` accepted by it, and the primary back to both UP (``--failovers``); with controller.backup, the restore drill's new controllers to the restored
 state answering (``--restores``). Nothing here asserts a timing.
 """
 
@@ -35,7 +35,7 @@ from testing.e2e import (
     ClusterSecrets,
     Podman,
     build_image,
-    failover_seconds,
+    failover,
     no_backup_controller,
     no_gpus,
     no_state_backup,
@@ -67,11 +67,15 @@ def controller_figures(cluster: Cluster, failovers: int, restores: int) -> dict[
     as_user = f"{user.uid}:{user.primary_gid}"
     out: dict[str, object] = {}
     if failovers and no_backup_controller(cluster) is None:
-        takeover, back = [], []
+        runs, back = [], []
         for _ in range(failovers):
-            takeover.append(failover_seconds(cluster, as_user, user.home))
+            runs.append(failover(cluster, as_user, user.home))
             back.append(primary_back_seconds(cluster))
-        out |= {"primary_lost_to_sbatch_accepted_s": stats(takeover), "primary_back_to_both_up_s": stats(back)}
+        out |= {
+            "primary_lost_to_backup_in_control_s": stats([r.in_control_s for r in runs]),
+            "primary_lost_to_sbatch_accepted_s": stats([r.sbatch_s for r in runs]),
+            "primary_back_to_both_up_s": stats(back),
+        }
     if restores and no_state_backup(cluster) is None:
         drills = [restore_drill(cluster) for _ in range(restores)]
         out |= {
@@ -153,6 +157,7 @@ def markdown(decl: str, image: str, figures: dict[str, object]) -> str:
         "worker_lost_to_job_running_s": "worker lost without preStop to its next job RUNNING",
         "controller_deleted_to_ping_s": "controller pod deleted to `scontrol ping` UP",
         "prolog_with_health_s": "prolog with the GPU health check, as slurmd runs it",
+        "primary_lost_to_backup_in_control_s": "primary controller lost (no preStop) to the backup serving (its log)",
         "primary_lost_to_sbatch_accepted_s": "primary controller lost (no preStop) to `sbatch` accepted by the backup",
         "primary_back_to_both_up_s": "lost primary's pod made again to both controllers UP",
         "state_archive_job_s": "state archive job (`slurmctld-backup`), start to archive written",

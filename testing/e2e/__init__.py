@@ -12,7 +12,7 @@ render a declaration, bring its pods up as a :class:`Cluster` on its cloud's nod
 
 from testing.e2e.cluster import ApplyResult, Cluster, sinfo_state
 from testing.e2e.controller_scenarios import (
-    failover_seconds,
+    failover,
     no_backup_controller,
     no_state_backup,
     primary_back_seconds,
@@ -47,7 +47,7 @@ __all__ = [
     "Scenario",
     "build_image",
     "cloud_result",
-    "failover_seconds",
+    "failover",
     "job_state",
     "no_backup_controller",
     "no_gpus",
