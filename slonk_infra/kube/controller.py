@@ -104,6 +104,7 @@ def _prepare(plan: ClusterPlan, image: str, shared: list[Obj]) -> Obj:
         "image": image,
         "command": [f"{vocab.SCRIPTS_DIR}/state.sh", "prepare", *_state_dirs(plan)],
         "securityContext": restricted(caps=("CHOWN", "FOWNER", "DAC_OVERRIDE")),
+        "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "64Mi"}},
         "volumeMounts": [scripts_mount(), *shared],
     }
 

@@ -41,8 +41,10 @@ def cronjob(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
         "name": "backup",
         "image": plan.declaration.image.reference,
         "command": [f"{vocab.SCRIPTS_DIR}/state.sh", "backup", SOURCE, backups, str(ctl.backup.keep)],
-        "securityContext": restricted(run_as=vocab.SLURM_UID),
-        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "1Gi"}},
+        # Writes only to the archive directory: the image's own filesystem stays read-only.
+        "securityContext": {**restricted(run_as=vocab.SLURM_UID), "readOnlyRootFilesystem": True},
+        # A batch job, unlike the daemons: a CPU limit only makes it take longer.
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}},
         "volumeMounts": [scripts_mount(), source, *shared],
     }
     pod: Obj = {

@@ -238,6 +238,8 @@ class PodRunner:
             raise ValueError(f"{name}: runAsNonRoot without a non-zero runAsUser would not start")
         for gid in [*psc.get("supplementalGroups", []), *([psc["fsGroup"]] if "fsGroup" in psc else [])]:
             args += ["--group-add", str(gid)]
+        if sc.get("readOnlyRootFilesystem"):
+            args.append("--read-only")
         if sc.get("privileged"):
             args.append("--privileged")
         else:
