@@ -143,10 +143,12 @@ class Cluster:
         labels = {**sts["spec"]["template"]["metadata"].get("labels", {}), POD_NAME_LABEL: name,
                   POD_INDEX_LABEL: str(ordinal)}  # fmt: skip
         pod = self.runner.create(sts, ordinal, self.options.get(name))
+        # Known first, so its own hosts file is rewritten too: it was made with the stand-in's address for
+        # its own Service, and a controller pings itself by that name.
+        self.pods[name] = pod
         self._release_service_names(labels)  # after: the Service's name never leaves DNS
         for svc in self._per_pod_services(labels):
             self._point(svc, pod.ip)
-        self.pods[name] = pod
         return pod
 
     def _create_from_deployment(self, dep: Obj) -> PodInstance:
