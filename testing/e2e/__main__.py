@@ -8,6 +8,7 @@ Options: ``--declaration local|gpu-shaped|gpu-eks|tpu-gke`` (repeatable; default
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import signal
 import sys
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
                         if scenario.number == 1:
                             _dump(cluster)
                             break
+                        _diagnose(cluster)
             finally:
                 if not args.keep:
                     cluster.down()
@@ -132,6 +134,31 @@ def _dump(cluster: Cluster) -> None:
             proc = cluster.podman.run("logs", "--tail", "15", ctr, check=False)
             text = (proc.stdout + proc.stderr).strip().replace("\n", "\n      ")
             print(f"    --- {name} {ctr.rsplit('-', 1)[-1]}:\n      {text}", flush=True)
+
+
+def _diagnose(cluster: Cluster) -> None:
+    """What Slurm says after a failed scenario: which controller answers, the queue, each node's state and
+    reason, and each controller's last log lines (a later scenario's failure is often this one's leftover)."""
+    login = next((n for n in sorted(cluster.pods) if n.startswith("login-")), None)
+    lines: list[str] = []
+    if login is not None:
+        try:
+            out = cluster.exec(login, "scontrol ping; squeue -o '%i %u %T %r %N'", timeout=60)
+            lines += (out.stdout + out.stderr).strip().splitlines()
+            nodes = cluster.exec(login, "scontrol --future show nodes -o", timeout=60).stdout
+            for line in nodes.splitlines():
+                fields = dict(re.findall(r"(\w+)=(\S*)", line))
+                reason = re.search(r"Reason=(.*?)(?: \w+=|$)", line)
+                lines.append(f"{fields.get('NodeName')} {fields.get('State')} {reason.group(1) if reason else ''}")
+        except Exception as exc:  # a diagnosis must not end the run
+            lines.append(f"({exc})")
+    print("    --- slurm now:\n      " + "\n      ".join(lines), flush=True)
+    for name in cluster.controllers():
+        try:
+            text = "\n".join(cluster.logs(name, tail=25).strip().splitlines()[-25:])
+        except Exception as exc:
+            text = f"({exc})"
+        print(f"    --- {name} log:\n      " + text.replace("\n", "\n      "), flush=True)
 
 
 if __name__ == "__main__":

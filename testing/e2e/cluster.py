@@ -439,12 +439,20 @@ class Cluster:
     def wait_states(self, want: dict[str, str], timeout: float) -> dict[str, str]:
         """Wait until every node named in ``want`` is in that state (a prefix: idle matches idle~)."""
 
+        last: dict[str, str] = {}
+
         def check() -> dict[str, str] | None:
             states = self.node_states()
+            last.clear()
+            last.update(states)
             ok = all(states.get(n, "").lower().startswith(s) for n, s in want.items())
             return states if ok else None
 
-        return wait_for(f"nodes {json.dumps(want)}", check, timeout, interval=1.0)  # type: ignore[no-any-return]
+        try:
+            return wait_for(f"nodes {json.dumps(want)}", check, timeout, interval=1.0)  # type: ignore[no-any-return]
+        except TimeoutError as exc:  # say where the nodes are, not only where they are not
+            seen = {n: last.get(n, "?") for n in want}
+            raise TimeoutError(f"{exc}; last seen {json.dumps(seen)}") from None
 
     def logs(self, pod: str, container: str | None = None, tail: int = 200) -> str:
         """Recent output of a pod's container."""

@@ -37,11 +37,19 @@ def job_state(cluster: Cluster, job: str) -> str:
 def wait_job(cluster: Cluster, job: str, states: tuple[str, ...], timeout: float, interval: float = 0.5) -> str:
     """Wait until a job reaches one of ``states``; returns the state."""
 
+    last: dict[str, str] = {}
+
     def check() -> str | None:
-        state = job_state(cluster, job)
+        last.clear()
+        last.update(job_fields(cluster, job))
+        state = last.get("JobState", "")
         return state if state in states else None
 
-    return str(wait_for(f"job {job} in {'/'.join(states)}", check, timeout, interval=interval))
+    try:
+        return str(wait_for(f"job {job} in {'/'.join(states)}", check, timeout, interval=interval))
+    except TimeoutError as exc:  # say where the job is, not only where it is not
+        seen = {k: last[k] for k in ("JobState", "Reason", "NodeList", "Restarts") if k in last}
+        raise TimeoutError(f"{exc}; last seen {seen or 'nothing (slurmctld not answering)'}") from None
 
 
 def wait_done(cluster: Cluster, jobs: list[str], timeout: float) -> dict[str, str]:
