@@ -11,10 +11,11 @@ cd "$(dirname "$0")/.."
 die() { echo "e2e: ERROR: $*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || die "must run as root (podman networks, privileged worker pods)"
 
-# netavark + aardvark-dns: pod DNS names; iptables: netavark's bridge rules; catatonit: podman's pod
-# pause process; runc: crun fails on this kind of machine (see docs/containers.md); gcc: the NVML
-# stand-in the GPU nodes load (testing/nvml).
-PKGS=(podman buildah runc iptables catatonit uidmap netavark aardvark-dns debootstrap gcc libc6-dev)
+# netavark: the pod network (made without its DNS server, aardvark-dns, which is not installed: the
+# harness serves the cluster's DNS itself, testing/e2e/dns.py); iptables: netavark's bridge rules;
+# catatonit: podman's pod pause process; runc: crun fails on this kind of machine (see
+# docs/containers.md); gcc: the NVML stand-in the GPU nodes load (testing/nvml).
+PKGS=(podman buildah runc iptables catatonit uidmap netavark debootstrap gcc libc6-dev)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -25,8 +26,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-# The harness runs in the project's virtual environment (tools/venv.sh: ./.venv at the pinned versions;
-# it is reused when tools/test.sh made it already).
-bash tools/venv.sh >/dev/null
+# The harness runs in the project's virtual environment with the test tools (tools/venv.sh test: ./.venv
+# at the pinned versions; dnslib serves the cluster DNS; reused when tools/test.sh made it already).
+bash tools/venv.sh test >/dev/null
 # The harness removes what it created on SIGTERM; the limit keeps a hung run from holding CI.
 exec timeout --signal=TERM --kill-after=120 "${SLONK_E2E_TIMEOUT:-1800}" "${SLONK_VENV:-.venv}/bin/python" -m testing.e2e "$@"

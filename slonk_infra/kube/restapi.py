@@ -33,7 +33,9 @@ def deployment(plan: ClusterPlan, files: SlurmFiles) -> Obj:
     container: Obj = {
         "name": "slurmrestd",
         "image": plan.declaration.image.reference,
-        "command": ["slurmrestd", f"0.0.0.0:{vocab.SLURMRESTD_PORT}"],
+        # Under catatonit: slurmrestd catches SIGINT but not SIGTERM, and as a container's PID 1 an uncaught
+        # signal does nothing, so every roll waited out the 30-s grace period and a SIGKILL.
+        "command": ["catatonit", "--", "slurmrestd", f"0.0.0.0:{vocab.SLURMRESTD_PORT}"],
         # daemon mode: each request carries the user's JWT, checked by slurmctld.
         "env": [{"name": "SLURM_JWT", "value": "daemon"}],
         "ports": [{"name": "http", "containerPort": vocab.SLURMRESTD_PORT}],

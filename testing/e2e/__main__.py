@@ -119,7 +119,7 @@ def remove_kept(workdir: Path) -> int:
     names = podman.run("pod", "ls", "--format", "{{.Name}}").stdout.split()
     podman.pods = [n for n in names if n.startswith(f"{prefix}-")]
     ctrs = podman.run("ps", "-a", "--format", "{{.Names}}").stdout.split()
-    podman.containers = [n for n in ctrs if n.startswith(f"{prefix}-") and n.endswith("-laptop")]
+    podman.containers = [n for n in ctrs if n.startswith(f"{prefix}-")]  # the laptop, the DNS, Service stand-ins
     podman.networks = [f"{prefix}-net"]
     left = podman.cleanup()
     shutil.rmtree(workdir, ignore_errors=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 import testing.nvml as nvml
 from slonk_infra import vocab
 from slonk_infra.plan import naming
+from testing.e2e.dns import ClusterDNS, fqdns
 from testing.e2e.kube import Obj, claim_key, dns_names, fill_volume
 from testing.e2e.nodes import GpuNode
 from testing.e2e.podman import Podman, PodmanError, wait_for
@@ -45,6 +46,8 @@ class ApplyResult:
     created: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     refreshed_volumes: int = 0
+    stop_seconds: dict[str, float] = field(default_factory=dict)
+    """Pod -> seconds from its deletion until it was gone (preStop, then SIGTERM until it exited)."""
 
 
 class Cluster:
@@ -58,9 +61,12 @@ class Cluster:
         self.rundir = Path(tempfile.mkdtemp(prefix=f"{rendered.name}-", dir=podman.workdir))
         self.network, subnet = podman.create_network()
         hosts = subnet.hosts()
-        self.gateway = str(next(hosts))
+        next(hosts)  # the bridge's own address
+        self.dns = ClusterDNS(podman, self.network, str(next(hosts)), image, self.rundir / "dns")
+        self.dns.start()
+        self.gateway = self.dns.address  # every pod's and the laptop's nameserver
         # Addresses are never reused within a run, so a replaced pod always comes back on a new IP.
-        self._ips = (str(ip) for ip in itertools.islice(hosts, 9, None))
+        self._ips = (str(ip) for ip in itertools.islice(hosts, 8, None))
         self.runner = PodRunner(
             podman,
             rendered.objects,
@@ -72,6 +78,7 @@ class Cluster:
             plan=rendered.plan,
             nvml_library=self._nvml_library,
         )
+        self.runner.dns = self.dns
         self._nvml: Path | None = None
         self._nvml_lock = threading.Lock()
         self.pods: dict[str, PodInstance] = {}
@@ -182,6 +189,7 @@ class Cluster:
         pod = self.pods.pop(name)
         self._hold_service_names(pod)  # first: the Service's name never leaves DNS
         self.podman.remove_pod(pod.podman_name, timeout=0)
+        self.dns.forget(pod.name)
         return pod
 
     # ------------------------------------------------------------------ Services with no pod behind them
@@ -203,10 +211,11 @@ class Cluster:
             ghost_ip = self._next_ip()
             self.podman.run(
                 "run", "-d", "--name", cname, "--network", self.network, "--ip", ghost_ip,
-                *[f"--network-alias={a}" for a in aliases], "--entrypoint", "sleep", self.image, "infinity",
+                "--entrypoint", "sleep", self.image, "infinity",
             )  # fmt: skip
             self.podman.containers.append(cname)
             self._held_names[sname] = cname
+            self.dns.set(f"Service/{sname}", fqdns(aliases), ghost_ip, aliases[-1])
             if svc in self._per_pod_services(pod.labels):
                 self._point(svc, ghost_ip)
 
@@ -220,10 +229,10 @@ class Cluster:
 
     def _point(self, svc: Obj, address: str) -> None:
         """A per-pod Service's names now lead to ``address`` (its pod, or the stand-in refusing connections),
-        through every pod's /etc/hosts rather than the network's DNS: the harness's DNS server (aardvark)
-        stops answering for seconds at a time on this machine (docs/containers.md), which a cluster's DNS
-        does not, and a Service's address does not change while its pod comes and goes. Running pods'
-        hosts files are rewritten in place (they are bind mounts); new pods get the entries at creation."""
+        through every pod's /etc/hosts as well as the cluster DNS: a Service's address does not change while
+        its pod comes and goes, so nothing that holds the name should wait for DNS to learn the new one.
+        Running pods' hosts files are rewritten in place (they are bind mounts); new pods get the entries at
+        creation."""
         names = dns_names(svc["metadata"]["name"], self.rendered.plan.namespace, None, [svc])
         names += [f"{names[-1]}."]  # slurm.conf names the controllers absolutely
         for name in names:
@@ -246,6 +255,7 @@ class Cluster:
         for svc in self.rendered.objects.services_selecting(labels):
             cname = self._held_names.pop(svc["metadata"]["name"], None)
             if cname is not None:
+                self.dns.forget(f"Service/{svc['metadata']['name']}")
                 self.podman.run("rm", "--force", "--time", "0", cname, check=False)
                 self.podman.containers.remove(cname)
 
@@ -313,13 +323,15 @@ class Cluster:
             want = sts["spec"].get("replicas", 1)
             have = sorted((p for p in self.pods if p.rsplit("-", 1)[0] == name), key=lambda p: int(p.rsplit("-", 1)[1]))
             for pod_name in reversed(have[want:]):  # scale down: highest ordinal first
-                self.delete_pod(pod_name, recreate=False)
+                gone, _ = self.delete_pod(pod_name, recreate=False)
                 result.deleted.append(pod_name)
+                result.stop_seconds[pod_name] = gone.total_s
             changed = before is not None and _template(before) != _template(sts)
             strategy = (sts["spec"].get("updateStrategy") or {}).get("type", "RollingUpdate")
             if changed and strategy == "RollingUpdate":
                 for pod_name in reversed(have[:want]):  # one at a time, each Ready before the next
-                    _, replacement = self.delete_pod(pod_name)
+                    gone, replacement = self.delete_pod(pod_name)
+                    result.stop_seconds[pod_name] = gone.total_s
                     if replacement is not None:
                         self.runner.wait_ready(replacement)
                     result.replaced.append(pod_name)
@@ -332,8 +344,9 @@ class Cluster:
             if before is not None and _template(before) != _template(dep):
                 for pod in self.deployment_pods(name):
                     self.runner.wait_ready(self._create_from_deployment(dep))
-                    self.delete_pod(pod.name, recreate=False)
+                    gone, _ = self.delete_pod(pod.name, recreate=False)
                     result.replaced.append(pod.name)
+                    result.stop_seconds[pod.name] = gone.total_s
         return result
 
     def _opts(self, name: str) -> PodOptions:
@@ -364,8 +377,8 @@ class Cluster:
                 "-o", f"HostKeyAlias={LOGIN_HOST_ALIAS}", "-o", "ConnectTimeout=10", f"{user}@{host}", command,
                 check=False, timeout=timeout,
             )  # fmt: skip
-            # 255 is ssh's own failure; right after a login pod is replaced, its name can take a moment to
-            # resolve (aardvark-dns reloads), as a client of a real cluster would retry.
+            # 255 is ssh's own failure; right after a login pod is replaced, its sshd can take a moment to
+            # listen, as a client of a real cluster would retry.
             transient = proc.returncode == 255 and any(
                 s in proc.stderr for s in ("resolve hostname", "Connection refused", "timed out")
             )
@@ -386,6 +399,7 @@ class Cluster:
             self._laptop = None
         for name in list(self.pods):
             self.podman.remove_pod(self.pods.pop(name).podman_name, timeout=2)
+        self.dns.stop()
         self.podman.run("network", "rm", "--force", self.network, check=False)
         if self.network in self.podman.networks:
             self.podman.networks.remove(self.network)

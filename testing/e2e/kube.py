@@ -63,6 +63,19 @@ def dns_names(name: str, namespace: str, service: str | None, services: Iterable
     return list(dict.fromkeys(out))
 
 
+def pod_reverse_name(
+    name: str, namespace: str, service: str | None, address: str, services: Iterable[Obj]
+) -> str | None:
+    """The name a pod's address answers to in a cluster's DNS: ``NAME.SVC.NS.svc.cluster.local`` under its
+    StatefulSet's Service, else the dashed address under the first Service selecting it (CoreDNS's
+    kubernetes plugin answers reverse lookups of Service endpoints so), else none."""
+    if service:
+        return f"{name}.{service}.{namespace}.svc.{CLUSTER_DOMAIN}"
+    for svc in services:
+        return f"{address.replace('.', '-')}.{svc['metadata']['name']}.{namespace}.svc.{CLUSTER_DOMAIN}"
+    return None
+
+
 def dns_searches(namespace: str, pod_spec: Obj) -> tuple[list[str], list[str]]:
     """resolv.conf search list and options of a pod with dnsPolicy ClusterFirst."""
     cfg = pod_spec.get("dnsConfig") or {}

@@ -1,8 +1,9 @@
 """podman, run with a private configuration, and a ledger of everything this run created.
 
-The configuration is the one that works on these machines (runc, netavark with aardvark-dns, lowered
-ulimits, no systemd). Every pod, container and network this run makes carries the run's unique prefix
-and is recorded, so cleanup removes exactly those, by name, and nothing else on the machine.
+The configuration is the one that works on these machines (runc, netavark without its DNS server: the
+cluster DNS is testing/e2e/dns.py's; lowered ulimits, no systemd). Every pod, container and network
+this run makes carries the run's unique prefix and is recorded, so cleanup removes exactly those, by
+name, and nothing else on the machine.
 """
 
 from __future__ import annotations
@@ -73,10 +74,11 @@ class Podman:
 
     # -------------------------------------------------------------------------------- network
     def create_network(self) -> tuple[str, ipaddress.IPv4Network]:
-        """An internal bridge network (nothing routed off this machine) on a /24 no one else uses."""
+        """An internal bridge network (nothing routed off this machine) on a /24 no one else uses, without
+        podman's DNS server: the cluster's DNS is testing/e2e/dns.py's."""
         name = f"{self.prefix}-net"
         subnet = self._free_subnet()
-        self.run("network", "create", "--internal", "--subnet", str(subnet), name)
+        self.run("network", "create", "--internal", "--disable-dns", "--subnet", str(subnet), name)
         self.networks.append(name)
         return name, subnet
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from slonk_infra import vocab
 from slonk_infra.plan import ClusterPlan, WorkerGroup
+from testing.e2e.dns import ClusterDNS, fqdns
 from testing.e2e.kube import (
     Obj,
     Objects,
@@ -31,6 +32,7 @@ from testing.e2e.kube import (
     dns_names,
     dns_searches,
     fill_volume,
+    pod_reverse_name,
 )
 from testing.e2e.nodes import PROFILES, GpuNode, NodeProfile, efa_mounts, gpu_mounts, nvml_profile_name, tpu_mounts
 from testing.e2e.podman import Podman, PodmanError
@@ -115,6 +117,8 @@ class PodRunner:
         self.nvml_library = nvml_library
         self.extra_hosts: dict[str, str] = {}
         """Host name -> address every new pod's /etc/hosts gets (the cluster's pinned Service names)."""
+        self.dns: ClusterDNS | None = None
+        """The cluster's DNS (``gateway`` is its address): pods' records are set at creation, gone at deletion."""
 
     # ---------------------------------------------------------------------------------- create
     def create(self, sts: Obj, ordinal: int, options: PodOptions | None = None, name: str | None = None) -> PodInstance:
@@ -139,7 +143,9 @@ class PodRunner:
             "pod", "create", "--name", podman_name, "--hostname", name, "--share", "net,uts,ipc",
             "--network", self.network, "--ip", ip, "--dns", self.gateway,
         ]  # fmt: skip
-        args += [f"--network-alias={a}" for a in aliases]
+        if self.dns is not None:  # what the cluster's DNS holds for a pod, before anything in it asks
+            reverse = pod_reverse_name(name, namespace, service, ip, self.objects.services_selecting(labels))
+            self.dns.set(name, fqdns(aliases), ip, reverse)
         args += [f"--dns-search={s}" for s in searches] + [f"--dns-option={o}" for o in dns_options]
         if service:  # kubelet's hosts file names the pod by its FQDN too
             args += [f"--add-host={name}.{service}.{namespace}.svc.cluster.local:{ip}"]
@@ -366,6 +372,8 @@ class PodRunner:
         for cname in reversed(pod.sidecars):
             self.podman.run("stop", "--time", "5", cname, check=False, timeout=65)
         self.podman.remove_pod(pod.podman_name)
+        if self.dns is not None:
+            self.dns.forget(pod.name)
         shutil.rmtree(self.rundir / "pods" / pod.podman_name, ignore_errors=True)
         return DeleteResult(prestop_rc, output, prestop_s, time.monotonic() - t0)
 

@@ -47,6 +47,8 @@ from testing.e2e.pods import PodOptions
 from testing.e2e.stack import rerender
 
 IDLE_TIMEOUT = 180.0
+# A rolled pod that takes this long to stop is waiting out its grace period (30 s by default), not stopping.
+SLOW_STOP_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -270,11 +272,16 @@ def config_change(cluster: Cluster) -> str:
     for dep in cluster.rendered.deployments():  # slurmrestd reads slurm.conf only when it starts
         if not any(p.startswith(f"{dep['metadata']['name']}-") for p in result.replaced):
             raise AssertionError(f"{dep['metadata']['name']} was not rolled (replaced: {result.replaced})")
+    # A pod whose main process ignores SIGTERM waits out its grace period on every roll (slurmrestd as PID 1 did).
+    slow = {p: round(s, 1) for p, s in result.stop_seconds.items() if s >= SLOW_STOP_S}
+    if slow:
+        raise AssertionError(f"pods that took {SLOW_STOP_S:.0f}s or more to stop on a roll: {slow}")
     # The login pods were replaced too: SSH still trusts them (the host key is the Secret's, not the pod's).
     cluster.ssh(cluster.rendered.plan.declaration.users[0].name, "true")
     all_idle(cluster)
     return (
-        f"partition {name} served {seen_s:.1f}s after apply (rolled: {', '.join(result.replaced)}); "
+        f"partition {name} served {seen_s:.1f}s after apply (rolled: {', '.join(result.replaced)}; stopped in "
+        f"{max(result.stop_seconds.values(), default=0):.1f}s at most); "
         f"job {job} ran in it; {len(workers)} workers untouched; SSH host key unchanged"
     )
 

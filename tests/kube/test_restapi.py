@@ -21,7 +21,8 @@ def test_service_reaches_the_deployment_on_the_port_slurmrestd_listens_on() -> N
     assert matches(svc["spec"]["selector"], dep["spec"]["template"]["metadata"]["labels"])
     assert matches(dep["spec"]["selector"]["matchLabels"], dep["spec"]["template"]["metadata"]["labels"])
     rest = container(dep["spec"]["template"]["spec"], "slurmrestd")
-    assert rest["command"] == ["slurmrestd", f"0.0.0.0:{vocab.SLURMRESTD_PORT}"]
+    # PID 1 is catatonit, which hands SIGTERM on: slurmrestd itself catches only SIGINT.
+    assert rest["command"] == ["catatonit", "--", "slurmrestd", f"0.0.0.0:{vocab.SLURMRESTD_PORT}"]
     assert svc["spec"]["ports"][0]["targetPort"] == rest["ports"][0]["containerPort"] == vocab.SLURMRESTD_PORT
 
 
