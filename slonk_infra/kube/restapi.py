@@ -46,6 +46,9 @@ def deployment(plan: ClusterPlan, files: SlurmFiles) -> Obj:
         },
         "readinessProbe": probe,
         "livenessProbe": probe,
+        # SIGTERM now ends slurmrestd at once, while kube-proxy / the dataplane drops the endpoint a moment
+        # later: a few seconds of serving first, so a roll refuses no client's request.
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", "5"]}}},
         "volumeMounts": [config_mount()],
     }
     pod_spec = slurm_pod_spec(

@@ -1,7 +1,7 @@
 """One StatefulSet replica (or Deployment pod) as a podman pod, created and deleted the way kubelet would.
 
-Create: a pod sandbox (shared network, UTS and IPC namespaces; hostname ``NAME-i``; the pod's DNS
-names as network aliases; the cluster's resolv.conf search list), its volumes, then the init
+Create: a pod sandbox (shared network, UTS and IPC namespaces; hostname ``NAME-i``; the pod's records
+in the cluster DNS, testing/e2e/dns.py; the cluster's resolv.conf search list), its volumes, then the init
 containers in order (a native sidecar, ``restartPolicy: Always``, keeps running and the next one
 starts once its startupProbe passes), then the main containers. Delete: each main container's preStop
 hook (within terminationGracePeriodSeconds), SIGTERM to the main containers, then to the sidecars.
@@ -137,15 +137,20 @@ class PodRunner:
         podman_name = f"{self.podman.prefix}-{name}-g{self.generation}"
         ip = self.allocate_ip()
         service = spec.get("serviceName")
-        aliases = dns_names(name, namespace, service, self.objects.services_selecting(labels))
         searches, dns_options = dns_searches(namespace, pod_spec)
         args = [
             "pod", "create", "--name", podman_name, "--hostname", name, "--share", "net,uts,ipc",
             "--network", self.network, "--ip", ip, "--dns", self.gateway,
         ]  # fmt: skip
         if self.dns is not None:  # what the cluster's DNS holds for a pod, before anything in it asks
-            reverse = pod_reverse_name(name, namespace, service, ip, self.objects.services_selecting(labels))
-            self.dns.set(name, fqdns(aliases), ip, reverse)
+            selecting = self.objects.services_selecting(labels)
+            # Per-pod names exist only under a headless governing Service (the login Service has a
+            # virtual IP: login-0.login.NS... resolves on no cluster, though kubelet's hosts file names it).
+            governing = next((v for v in selecting if v["metadata"]["name"] == service), None)
+            headless = governing is not None and governing["spec"].get("clusterIP") == "None"
+            names = dns_names(name, namespace, service if headless else None, selecting)
+            reverse = pod_reverse_name(name, namespace, service if headless else None, ip, selecting)
+            self.dns.set(name, fqdns(names), ip, reverse)
         args += [f"--dns-search={s}" for s in searches] + [f"--dns-option={o}" for o in dns_options]
         if service:  # kubelet's hosts file names the pod by its FQDN too
             args += [f"--add-host={name}.{service}.{namespace}.svc.cluster.local:{ip}"]

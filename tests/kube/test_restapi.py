@@ -23,6 +23,8 @@ def test_service_reaches_the_deployment_on_the_port_slurmrestd_listens_on() -> N
     rest = container(dep["spec"]["template"]["spec"], "slurmrestd")
     # PID 1 is catatonit, which hands SIGTERM on: slurmrestd itself catches only SIGINT.
     assert rest["command"] == ["catatonit", "--", "slurmrestd", f"0.0.0.0:{vocab.SLURMRESTD_PORT}"]
+    # ... and it serves a few seconds more after deletion starts, while its endpoint is being removed.
+    assert rest["lifecycle"]["preStop"]["exec"]["command"] == ["sleep", "5"]
     assert svc["spec"]["ports"][0]["targetPort"] == rest["ports"][0]["containerPort"] == vocab.SLURMRESTD_PORT
 
 
