@@ -151,7 +151,7 @@ class PartitionArgs(TypedDict):
     default: NotRequired[bool]
     """Default partition for jobs that name none. Default: False."""
     max_time: NotRequired[str]
-    """Slurm MaxTime. Default: UNLIMITED."""
+    """Slurm MaxTime: MINUTES, MM:SS, HH:MM:SS, DAYS-HH, DAYS-HH:MM, DAYS-HH:MM:SS or UNLIMITED. Default: UNLIMITED."""
     preempt_mode: NotRequired[str]
     """Per-partition PreemptMode (default: the cluster's). One of: OFF, REQUEUE, CANCEL, SUSPEND."""
 

@@ -31,6 +31,10 @@ IMAGE_REFERENCE = re.compile(
     r"(?:@(?P<digest>sha256:[a-f0-9]{64}))?$"
 )
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+# Slurm's time string, as slurmctld reads MaxTime (slurm.conf(5); src/common/parse_time.c): MINUTES,
+# MINUTES:SECONDS, HOURS:MINUTES:SECONDS, DAYS-HOURS, DAYS-HOURS:MINUTES, DAYS-HOURS:MINUTES:SECONDS.
+SLURM_TIME = re.compile(r"^(\d+-\d+(:\d+(:\d+)?)?|\d+(:\d+(:\d+)?)?)$")
+SLURM_TIME_FORMS = "MINUTES, MM:SS, HH:MM:SS, DAYS-HH, DAYS-HH:MM, DAYS-HH:MM:SS or UNLIMITED"
 MAX_POOL_NAME = 30
 
 
@@ -52,6 +56,13 @@ def _version(value: str) -> str:
     if not VERSION.match(value):
         raise ValueError(f"{value!r} is not a version like 25.05 or 12.8")
     return value
+
+
+def _slurm_time(value: str) -> str:
+    # slurmctld refuses to start on a MaxTime it cannot parse ("48h"), so it is refused here, by field.
+    if value.upper() in ("UNLIMITED", "INFINITE") or SLURM_TIME.match(value):
+        return value
+    raise ValueError(f"{value!r} is not a Slurm time: use {SLURM_TIME_FORMS}")
 
 
 def _cidr(value: str) -> str:
@@ -229,7 +240,10 @@ class PartitionSpec(Model):
     )
     priority_tier: int = Field(default=1, ge=1, le=65533, description="Higher tiers preempt lower ones.")
     default: bool = Field(default=False, description="Default partition for jobs that name none.")
-    max_time: str = Field(default="UNLIMITED", description="Slurm MaxTime.")
+    max_time: Annotated[str, AfterValidator(_slurm_time)] = Field(
+        default="UNLIMITED",
+        description="Slurm MaxTime: MINUTES, MM:SS, HH:MM:SS, DAYS-HH, DAYS-HH:MM, DAYS-HH:MM:SS or UNLIMITED.",
+    )
     preempt_mode: Literal["OFF", "REQUEUE", "CANCEL", "SUSPEND"] | None = Field(
         default=None, description="Per-partition PreemptMode (default: the cluster's)."
     )

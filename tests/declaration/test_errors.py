@@ -155,6 +155,12 @@ CASES: list[tuple[str, Raw, str, list[str]]] = [
         ["'h100a' is not a known pool or TPU slice", "did you mean 'h100-a'"],
     ),
     (
+        "partition time limit slurmctld cannot parse",
+        edit(gcp, lambda r: r["slurm"].update(partitions=[{"name": "p", "pools": ["*"], "maxTime": "48h"}])),
+        "slurm.partitions[0].maxTime",
+        ["'48h' is not a Slurm time", "DAYS-HH:MM:SS or UNLIMITED"],
+    ),
+    (
         "unknown field (typo)",
         edit(gcp, lambda r: pool(r).update(nodez=3)),
         "pools[0].nodez",

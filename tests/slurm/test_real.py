@@ -261,6 +261,23 @@ def test_a_broken_file_is_rejected(flavor: str, tmp_path: Path) -> None:
     assert "SelectTyp" in verdict.output
 
 
+@pytest.mark.parametrize("flavor", sorted(FLAVORS))
+def test_partition_time_limits_as_slurmctld_reads_them(flavor: str, tmp_path: Path) -> None:
+    """Every form the declaration accepts starts slurmctld; the form it refuses ("48h") stops slurmctld."""
+    require_flavor(flavor)  # type: ignore[arg-type]
+    raw = small_declaration(*FLAVORS[flavor])
+    forms = ["90", "30:00", "12:00:00", "2-00", "2-06:30", "1-00:00:00", "UNLIMITED", "infinite"]
+    raw.setdefault("slurm", {})["partitions"] = [
+        {"name": f"t{i}", "pools": ["*"], "maxTime": form, "default": i == 0} for i, form in enumerate(forms)
+    ]
+    files = conf_files(build_plan(raw))
+    verdict = check_config(files, flavor, tmp_path / "good")  # type: ignore[arg-type]
+    assert verdict.accepted, f"slurmctld rejected the time limits {forms}:\n{verdict.output}"
+    files["slurm.conf"] = files["slurm.conf"].replace("MaxTime=90", "MaxTime=48h")
+    verdict = check_config(files, flavor, tmp_path / "bad")  # type: ignore[arg-type]
+    assert not verdict.accepted, "slurmctld accepted MaxTime=48h, which the declaration refuses"
+
+
 # The health check fails the next prolog once the test arms it, on whichever node runs it, and says where.
 FAIL_NEXT_PROLOG = (
     HEALTHCHECK_STANDIN
