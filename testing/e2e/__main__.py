@@ -139,7 +139,7 @@ def _dump(cluster: Cluster) -> None:
 def _diagnose(cluster: Cluster) -> None:
     """What Slurm says after a failed scenario: which controller answers, the queue, each node's state and
     reason, and each controller's last log lines (a later scenario's failure is often this one's leftover)."""
-    login = next((n for n in sorted(cluster.pods) if n.startswith("login-")), None)
+    login = cluster.a_login_pod()
     lines: list[str] = []
     if login is not None:
         try:

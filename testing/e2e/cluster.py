@@ -423,7 +423,7 @@ class Cluster:
     def node_states(self) -> dict[str, str]:
         """Slurm node -> state as sinfo names it (idle, allocated, draining, drained, future, down...),
         read with ``scontrol --future show nodes`` on a login pod (22.05's sinfo has no --future)."""
-        login = self._a_login_pod()
+        login = self.a_login_pod()
         if login is None:  # the login pods are being replaced
             return {}
         try:
@@ -437,12 +437,13 @@ class Cluster:
                 states[name.group(1)] = sinfo_state(state.group(1))
         return states
 
-    def _a_login_pod(self) -> str | None:
+    def a_login_pod(self) -> str | None:
+        """The first running login pod's name (None while they are being replaced)."""
         return next((n for n in sorted(self.pods) if n.startswith(f"{naming.LOGIN}-")), None)
 
     def controller_answers(self, timeout: float = 15) -> bool:
         """``scontrol ping`` on a login pod says UP within ``timeout`` seconds."""
-        login = self._a_login_pod()
+        login = self.a_login_pod()
         if login is None:
             return False
         try:
@@ -462,11 +463,10 @@ class Cluster:
             ok = all(states.get(n, "").lower().startswith(s) for n, s in want.items())
             return states if ok else None
 
-        try:
-            return wait_for(f"nodes {json.dumps(want)}", check, timeout, interval=1.0)  # type: ignore[no-any-return]
-        except TimeoutError as exc:  # say where the nodes are, not only where they are not
-            seen = {n: last.get(n, "?") for n in want}
-            raise TimeoutError(f"{exc}; last seen {json.dumps(seen)}") from None
+        def seen() -> str:
+            return json.dumps({n: last.get(n, "?") for n in want})
+
+        return wait_for(f"nodes {json.dumps(want)}", check, timeout, interval=1.0, seen=seen)  # type: ignore[no-any-return]
 
     def logs(self, pod: str, container: str | None = None, tail: int = 200) -> str:
         """Recent output of a pod's container."""

@@ -45,11 +45,11 @@ def wait_job(cluster: Cluster, job: str, states: tuple[str, ...], timeout: float
         state = last.get("JobState", "")
         return state if state in states else None
 
-    try:
-        return str(wait_for(f"job {job} in {'/'.join(states)}", check, timeout, interval=interval))
-    except TimeoutError as exc:  # say where the job is, not only where it is not
-        seen = {k: last[k] for k in ("JobState", "Reason", "NodeList", "Restarts") if k in last}
-        raise TimeoutError(f"{exc}; last seen {seen or 'nothing (slurmctld not answering)'}") from None
+    def seen() -> str:
+        fields = {k: last[k] for k in ("JobState", "Reason", "NodeList", "Restarts") if k in last}
+        return str(fields or "nothing (slurmctld not answering)")
+
+    return str(wait_for(f"job {job} in {'/'.join(states)}", check, timeout, interval=interval, seen=seen))
 
 
 def wait_done(cluster: Cluster, jobs: list[str], timeout: float) -> dict[str, str]:

@@ -122,8 +122,9 @@ class Podman:
         return left
 
 
-def wait_for(what: str, check: Any, timeout: float, interval: float = 0.5) -> Any:
-    """Call ``check()`` until it returns something truthy; raise TimeoutError naming ``what``."""
+def wait_for(what: str, check: Any, timeout: float, interval: float = 0.5, seen: Any = None) -> Any:
+    """Call ``check()`` until it returns something truthy; raise TimeoutError naming ``what`` (and, with
+    ``seen``, what ``seen()`` says was last observed: where things are, not only where they are not)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while True:
@@ -131,7 +132,8 @@ def wait_for(what: str, check: Any, timeout: float, interval: float = 0.5) -> An
         if last:
             return last
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not reached within {timeout:.0f}s")
+            tail = f"; last seen {seen()}" if seen is not None else ""
+            raise TimeoutError(f"{what}: not reached within {timeout:.0f}s{tail}")
         time.sleep(interval)
 
 

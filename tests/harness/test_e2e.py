@@ -14,6 +14,7 @@ from slonk_infra import vocab
 from slonk_infra.declaration.stacks import load_declaration
 from testing.e2e.kube import Objects, dns_names, fill_volume
 from testing.e2e.nodes import PROFILES, TpuProfile
+from testing.e2e.podman import wait_for
 from testing.e2e.scenarios import SCENARIOS
 from testing.e2e.stack import REPO, ClusterSecrets, render, render_raw
 
@@ -153,3 +154,8 @@ def test_each_declaration_runs_on_its_clouds_node_profile(secrets: ClusterSecret
         assert all(line.split()[1] != "0" for line in groups.splitlines() if line.split()[0].startswith("h100"))
     tpu = render("tpu-gke", "26.05", secrets).plan
     assert any(g.kind == "tpu" and g.replicas > 1 for g in tpu.groups)
+
+
+def test_a_timed_out_wait_says_what_it_last_saw() -> None:
+    with pytest.raises(TimeoutError, match=r"job 7 in RUNNING: not reached within 0s; last seen PENDING"):
+        wait_for("job 7 in RUNNING", lambda: None, 0, interval=0, seen=lambda: "PENDING")
