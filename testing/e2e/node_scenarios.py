@@ -143,6 +143,10 @@ def _drain_reason(cluster: Cluster, node: str) -> str | None:
     return None
 
 
+FIRST_JOB_S = 25
+"""How long scenario 10's first job holds its GPUs (its ``sleep`` is how the scenario finds the script)."""
+
+
 def gpu_sharing(cluster: Cluster) -> str:
     """10. Two 4-GPU jobs on one 8-GPU node: both run where jobs share nodes, and a GPU busy with the other
     job never drains the node; where GPU nodes are exclusive the partition says so and the second waits."""
@@ -157,8 +161,17 @@ def gpu_sharing(cluster: Cluster) -> str:
     # slurm.conf says OverSubscribe=EXCLUSIVE; 22.05 shows it so, 26.05 as Exclusive=NODE (OverSubscribe=NO).
     whole_nodes = "OverSubscribe=EXCLUSIVE" in shown or "Exclusive=NODE" in shown
     args = f"-p {part} -N1 -w {node} --gpus=4 -o /dev/null"
-    first = submit(cluster, args, "sleep 25", user=user)
+    first = submit(cluster, args, f"sleep {FIRST_JOB_S}", user=user)
     wait_job(cluster, first, ("RUNNING",), 60)
+    # RUNNING comes before the prolog is done: busy GPUs planted while it still looks fail it (rightly),
+    # and Slurm requeues the job with a begin time minutes ahead. The script running means it is done.
+    uid = user.split(":")[0]
+    wait_for(
+        f"job {first}'s script running on {node} (its prolog done)",
+        lambda: cluster.exec(node, f"pgrep -u {uid} -x -f 'sleep {FIRST_JOB_S}'").returncode == 0,
+        60,
+        seen=lambda: job_fields(cluster, first),
+    )
     if exclusive:
         if not whole_nodes:
             raise AssertionError(f"partition {part} gives no whole nodes: {shown.strip()}")
