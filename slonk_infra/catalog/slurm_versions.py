@@ -39,3 +39,7 @@ NO_ADDR_CACHE_REMOVED = SlurmVersion(23, 11)
 # jobs on Prolog failures regardless of the job --requeue setting"). 22.05.8 refuses to start on it:
 # "error: Invalid PrologFlag: ForceRequeueOnFail", "fatal: PrologFlags invalid: Alloc,ForceRequeueOnFail".
 FORCE_REQUEUE_ON_FAIL = SlurmVersion(23, 2)
+# First release with SlurmctldParameters=reconfig_on_restart (CHANGELOG/slurm-25.11.md: "making a restart
+# of slurmctld ... trigger a reconfigure of all slurmd and sackd daemons"). Before it, a configless slurmd
+# keeps the files it fetched when it started until someone runs `scontrol reconfigure`.
+RECONFIG_ON_RESTART = SlurmVersion(25, 11)

@@ -20,6 +20,7 @@ from slonk_infra.kube.pod import (
 from slonk_infra.kube.storage import block_claim
 from slonk_infra.plan import ClusterPlan, naming
 from slonk_infra.slurm import SlurmFiles
+from slonk_infra.slurm.conf import push_config_after_start
 
 COMPONENT = vocab.CONTROLLER_COMPONENT
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -167,8 +168,13 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         "readinessProbe": {"exec": {"command": ping}, "periodSeconds": 10, "timeoutSeconds": 10},
         "volumeMounts": [*common_mounts(), config_mount(), state_mount, *shared],
     }
+    env: list[Obj] = []
     if backups:  # slurmctld.sh restores a requested archive before it starts the daemon
-        container["env"] = [{"name": "SLONK_BACKUPS", "value": backups}]
+        env.append({"name": "SLONK_BACKUPS", "value": backups})
+    if push_config_after_start(plan):  # no reconfig_on_restart before 25.11: slurmctld.sh pushes the files
+        env.append({"name": "SLONK_PUSH_CONFIG", "value": "1"})
+    if env:
+        container["env"] = env
     pod_spec = slurm_pod_spec(
         plan,
         priority_class=vocab.control_priority(plan.namespace),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from slonk_infra import vocab
-from slonk_infra.catalog.slurm_versions import FORCE_REQUEUE_ON_FAIL, NO_ADDR_CACHE_REMOVED
+from slonk_infra.catalog.slurm_versions import FORCE_REQUEUE_ON_FAIL, NO_ADDR_CACHE_REMOVED, RECONFIG_ON_RESTART
 from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu, naming
 from slonk_infra.slurm.lines import header, kv_line
 
@@ -55,6 +55,25 @@ def timeouts(plan: ClusterPlan) -> tuple[tuple[str, object], ...]:
 # ("Prolog error"), and the job runs on another node once its requeue delay (AuthInfo cred_expire, 120 s
 # by default) has passed. From 23.02 a job requeued MaxBatchRequeue (5) times in a row is held.
 SCHEDULER_PARAMETERS = ("nohold_on_prolog_fail",)
+
+
+def slurmctld_parameters(plan: ClusterPlan) -> list[str]:
+    """``SlurmctldParameters``: workers fetch their files from slurmctld (configless), and from 25.11 every
+    slurmctld restart pushes the current files to them (``reconfig_on_restart``).
+
+    A config change rolls the controller only; without the push each slurmd keeps the files it fetched
+    at its start (slurmctld logs "appears to have a different slurm.conf" at every registration) and
+    applies what it reads itself (prolog, health check, GRES, task prolog) only when its pod is replaced.
+    """
+    params = ["enable_configless"]
+    if plan.slurm_version >= RECONFIG_ON_RESTART:
+        params.append("reconfig_on_restart")
+    return params
+
+
+def push_config_after_start(plan: ClusterPlan) -> bool:
+    """Whether slurmctld.sh pushes the files to the workers itself (``scontrol reconfigure``): before 25.11."""
+    return plan.slurm_version < RECONFIG_ON_RESTART
 
 
 def prolog_flags(plan: ClusterPlan) -> list[str]:
@@ -197,8 +216,10 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("CredType", "cred/munge"),
         ("AuthAltTypes", "auth/jwt" if slurm.rest_api else None),
         ("AuthAltParameters", f"jwt_key={vocab.JWT_KEY}" if slurm.rest_api else None),
-        # Workers fetch this file from slurmctld (configless): no worker pod mounts or hashes it.
-        ("SlurmctldParameters", "enable_configless"),
+        # Workers fetch this file from slurmctld (configless): no worker pod mounts or hashes it. A config
+        # change rolls only the controller, so its restart must push the new files to every slurmd
+        # (before 25.11 slurmctld.sh runs `scontrol reconfigure` instead).
+        ("SlurmctldParameters", ",".join(slurmctld_parameters(plan))),
         # Pods come back on new IPs. Before 23.11 every daemon caches a node's address unless told not
         # to; 23.11 removed the option (slurmd.sh sets NodeAddr itself on every version).
         ("CommunicationParameters", "NoAddrCache" if plan.slurm_version < NO_ADDR_CACHE_REMOVED else None),

@@ -249,6 +249,11 @@ def _with_partition(cluster: Cluster, name: str) -> Callable[[dict[str, Any]], N
     return mutate
 
 
+# Where a configless slurmd keeps the files it fetched: 26.05 (the test image's Slurm) writes them under its
+# spool directory and links /run/slurm/conf to them; earlier releases only the former.
+CONFIGLESS_CACHE = f"/run/slurm/conf/slurm.conf 2>/dev/null || cat {vocab.SLURMD_SPOOL}/conf-cache/slurm.conf"
+
+
 def config_change(cluster: Cluster) -> str:
     """5. A partition added: workers keep running (OnDelete, configless); slurmctld gets the new file."""
     user, home = researcher(cluster)
@@ -263,6 +268,16 @@ def config_change(cluster: Cluster) -> str:
     seen_s = time.monotonic() - t0
     job = submit(cluster, f"-p {name} -o {home}/s5-%j.out", "hostname", user=user)
     wait_done(cluster, [job], 120)
+    # slurmd reads the files it fetched (prolog, health check, GRES): the restarted controller pushes the
+    # new ones to every running worker, else slurmctld logs "appears to have a different slurm.conf".
+    pushed = {}
+    for w in workers:
+        wait_for(
+            f"{w}: the new slurm.conf pushed to its slurmd",
+            lambda w=w: f"PartitionName={name} " in cluster.exec(w, f"cat {CONFIGLESS_CACHE}").stdout,
+            60,
+        )
+        pushed[w] = round(time.monotonic() - t0, 1)
     after = {w: (cluster.started_at(w), cluster.restarts(w)) for w in workers}
     touched = [w for w in workers if before[w] != after[w]]
     if touched:
@@ -282,7 +297,8 @@ def config_change(cluster: Cluster) -> str:
     return (
         f"partition {name} served {seen_s:.1f}s after apply (rolled: {', '.join(result.replaced)}; stopped in "
         f"{max(result.stop_seconds.values(), default=0):.1f}s at most); "
-        f"job {job} ran in it; {len(workers)} workers untouched; SSH host key unchanged"
+        f"job {job} ran in it; {len(workers)} workers untouched, their slurmd given the new slurm.conf "
+        f"{max(pushed.values(), default=0):.1f}s after apply at most; SSH host key unchanged"
     )
 
 

@@ -101,3 +101,19 @@ def test_system_selector_pins_the_controller_only_when_given() -> None:
     assert "nodeSelector" not in free["spec"]["template"]["spec"]
     pinned = controller.statefulset(plan, files_for(plan), KubeInputs(system_selector={"slonk.dev/role": "system"}))
     assert pinned["spec"]["template"]["spec"]["nodeSelector"] == {"slonk.dev/role": "system"}
+
+
+def test_before_25_11_the_controller_pushes_the_files_to_the_workers_itself() -> None:
+    def env(version: str) -> dict[str, str]:
+        def edit(raw: dict[str, Any]) -> None:
+            raw["image"]["slurmVersion"] = version
+            raw["slurm"]["topology"] = "tree"
+
+        plan = plan_for("gcp", edit)
+        sts = controller.statefulset(plan, files_for(plan), KubeInputs())
+        return {e["name"]: e["value"] for e in container(sts["spec"]["template"]["spec"], "slurmctld").get("env", [])}
+
+    # No SlurmctldParameters=reconfig_on_restart before 25.11: slurmctld.sh runs `scontrol reconfigure`.
+    assert env("22.05").get("SLONK_PUSH_CONFIG") == env("25.05").get("SLONK_PUSH_CONFIG") == "1"
+    assert "SLONK_PUSH_CONFIG" not in env("25.11")
+    assert "SLONK_PUSH_CONFIG" not in env("26.05")

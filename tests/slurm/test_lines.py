@@ -8,6 +8,7 @@ whole cores = 24 CPUs per GPU, and 1812703 // 8 = 226587 MiB per GPU.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -132,6 +133,23 @@ def test_a_failed_prolog_requeues_the_job_without_holding_it() -> None:
     assert old["SchedulerParameters"] == "nohold_on_prolog_fail"
     # 22.05 has no ForceRequeueOnFail and refuses to start on it ("fatal: PrologFlags invalid").
     assert old["PrologFlags"] == "Alloc"
+
+
+def test_a_controller_restart_pushes_the_files_to_configless_workers() -> None:
+    def version(v: str) -> Callable[[dict[str, Any]], None]:
+        def mutate(raw: dict[str, Any]) -> None:
+            raw["image"]["slurmVersion"] = v
+            raw["slurm"]["topology"] = "tree"
+
+        return mutate
+
+    def params(v: str) -> str:
+        conf = render_slurm_conf(plan_for("gcp", version(v)))
+        return next(ln.split("=", 1)[1] for ln in conf.splitlines() if ln.startswith("SlurmctldParameters="))
+
+    # 25.11 added reconfig_on_restart; before it slurmctld.sh asks for `scontrol reconfigure` itself.
+    assert params("25.11") == params("26.05") == "enable_configless,reconfig_on_restart"
+    assert params("25.05") == params("22.05") == "enable_configless"
 
 
 def test_tpu_partitions_select_blocks_only_with_topology_yaml() -> None:
