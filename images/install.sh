@@ -103,16 +103,22 @@ if [ -f "$SLONK_SRC/pyproject.toml" ]; then
     # Pins come from pyproject.toml, the one place they are kept; only the libraries pods import.
     pins="$(python3 - "$SLONK_SRC/pyproject.toml" <<'EOF'
 import re, sys, tomllib
-pod_side = {"pydantic", "pyyaml", "click", "python-hostlist", "nvidia-ml-py", "prometheus-client"}
+pod_side = {"pydantic", "pyyaml", "click", "python-hostlist", "nvidia-ml-py", "prometheus-client", "kubernetes", "pyjwt"}
 deps = tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
 print(" ".join(d for d in deps if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() in pod_side))
 EOF
 )"
+    # Their own dependencies at the versions the project was tested with (constraints.txt, when staged).
+    constraints=""
+    if [ -f "$SLONK_SRC/constraints.txt" ]; then constraints="-c $SLONK_SRC/constraints.txt"; fi
     # shellcheck disable=SC2086  # one argument per pin
-    /opt/slonk/venv/bin/pip install --quiet --no-cache-dir $pins
+    /opt/slonk/venv/bin/pip install --quiet --no-cache-dir $constraints $pins
     /opt/slonk/venv/bin/pip install --quiet --no-cache-dir --no-deps "$SLONK_SRC"
-    # Only the pod-side commands go on PATH (the deployment CLI needs Pulumi, which pods do not carry).
-    if [ -x /opt/slonk/venv/bin/slonk-health ]; then ln -sf /opt/slonk/venv/bin/slonk-health /usr/local/bin/; fi
+    # Only the pod-side commands go on PATH (the deployment CLI needs Pulumi, which pods do not carry):
+    # slonk-health (entrypoints, prolog, health check) and slonk-ops (the operations Deployment).
+    for cmd in slonk-health slonk-ops; do
+        ln -sf "/opt/slonk/venv/bin/$cmd" /usr/local/bin/
+    done
     rm -rf "$SLONK_SRC"
 fi
 

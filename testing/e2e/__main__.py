@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 
 from testing.e2e.cluster import Cluster
+from testing.e2e.commands import check_image, shipped_stack_commands
 from testing.e2e.image import SLURM_VERSION, build_image, ssh_keygen
 from testing.e2e.podman import Podman
 from testing.e2e.scenarios import SCENARIOS
@@ -58,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
             f"total {time.monotonic() - t0:.1f}s",
             flush=True,
         )
+        try:  # what the tier never starts (the operations controller) must still find its program
+            found = check_image(podman, image.reference, shipped_stack_commands())
+            print(f"PASS image: {found} (every container of the shipped stacks)", flush=True)
+            passed += 1
+        except AssertionError as exc:
+            print(f"FAIL image: {exc}", flush=True)
+            failed += 1
         for decl in declarations:
             cluster_secrets = ClusterSecrets.make(
                 workdir / f"keys-{decl}", ssh_keygen(podman, image.reference, workdir / f"keys-{decl}")

@@ -28,7 +28,7 @@ SLURM_VERSION = os.environ.get("SLONK_E2E_SLURM", "26.05")
 # when the base's registry has the declared major.minor).
 SUITES = {"26.05": "sid", "24.11": "trixie", "22.05": "bookworm"}
 # What the image build copies of the project: enough for `pip install` of the package.
-PROJECT_FILES = ("pyproject.toml", "README.md", "slonk_infra")
+PROJECT_FILES = ("pyproject.toml", "README.md", "constraints.txt", "slonk_infra")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,120 @@
+"""The image installs what its pod-side programs need: every library they import and their commands on PATH.
+
+images/install.sh installs into the pods' venv only the distributions it names (``pod_side``), so a library
+the health check or the operations controller starts to import must be named there too, or the pod
+fails at start with ModuleNotFoundError. The modules are followed through every library module they
+import, the way Python would load them.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTALL = ROOT / "images" / "install.sh"
+# The pods' programs: the console scripts rendered containers run, and what the entrypoints call.
+POD_COMMANDS = {"slonk-health": "slonk_infra.health.cli", "slonk-ops": "slonk_infra.ops.main"}
+
+
+def _module_path(module: str) -> Path | None:
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node but those under ``if TYPE_CHECKING:`` (never run)."""
+    out: list[ast.AST] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        out.append(node)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo += node.orelse
+            continue
+        todo += list(ast.iter_child_nodes(node))
+    return out
+
+
+def _dist(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join([*parts[: len(parts) - (node.level - 1)], *([node.module] if node.module else [])])
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def _third_party(start: str) -> set[str]:
+    """Top-level names of the non-stdlib modules ``start`` loads, following the library's own modules."""
+    seen, todo, outside = set(), [start], set()
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        # Importing a.b.c runs a/__init__ and a/b/__init__ first.
+        parents = [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)]
+        todo += [p for p in parents if p not in seen]
+        path = _module_path(module)
+        if path is None:
+            continue
+        for name in _imports(path, module):
+            top = name.split(".")[0]
+            if top == "slonk_infra":
+                if _module_path(name) is not None:
+                    todo.append(name)
+            elif top and top not in sys.stdlib_module_names and top != "__future__":
+                outside.add(top)
+    return outside
+
+
+def _pod_side() -> set[str]:
+    match = re.search(r"pod_side = \{([^}]*)\}", INSTALL.read_text(encoding="utf-8"))
+    assert match, "images/install.sh no longer names its pod_side set"
+    return {_dist(d) for d in re.findall(r'"([^"]+)"', match.group(1))}
+
+
+def test_the_image_installs_every_library_the_pod_programs_import() -> None:
+    dists = importlib.metadata.packages_distributions()
+    named = _pod_side()
+    missing = {}
+    for command, module in POD_COMMANDS.items():
+        for top in sorted(_third_party(module)):
+            owners = {_dist(d) for d in dists.get(top, [top])}
+            if not owners & named:
+                missing[f"{command}: import {top}"] = sorted(owners)
+    assert not missing, f"images/install.sh pod_side lacks the distributions of: {missing}"
+
+
+def test_every_pod_side_library_is_a_pinned_dependency() -> None:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    pinned = {_dist(re.split(r"[<>=!~ \[]", d, maxsplit=1)[0]) for d in deps if "==" in d}
+    assert _pod_side() <= pinned, sorted(_pod_side() - pinned)
+
+
+def test_the_pod_commands_are_put_on_path() -> None:
+    text = INSTALL.read_text(encoding="utf-8")
+    match = re.search(r"for cmd in ([\w -]+); do\n\s+ln -sf", text)
+    assert match, "images/install.sh no longer links the pod commands onto PATH"
+    assert set(match.group(1).split()) == set(POD_COMMANDS)
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    assert {c: scripts[c].split(":")[0] for c in POD_COMMANDS} == POD_COMMANDS
