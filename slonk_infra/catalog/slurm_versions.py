@@ -43,3 +43,7 @@ FORCE_REQUEUE_ON_FAIL = SlurmVersion(23, 2)
 # of slurmctld ... trigger a reconfigure of all slurmd and sackd daemons"). Before it, a configless slurmd
 # keeps the files it fetched when it started until someone runs `scontrol reconfigure`.
 RECONFIG_ON_RESTART = SlurmVersion(25, 11)
+# From 23.11 `scontrol reconfigure` restarts slurmctld in a new process (scontrol(1)). Seen on 24.11.5 in the
+# container tier: the restarted process returns idle nodes to their configured FUTURE state and pushes the
+# files to none of them, so a reconfigure after a controller restart reaches no configless slurmd.
+RECONFIGURE_RESTARTS = SlurmVersion(23, 11)

@@ -171,7 +171,7 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
     env: list[Obj] = []
     if backups:  # slurmctld.sh restores a requested archive before it starts the daemon
         env.append({"name": "SLONK_BACKUPS", "value": backups})
-    if push_config_after_start(plan):  # no reconfig_on_restart before 25.11: slurmctld.sh pushes the files
+    if push_config_after_start(plan):  # before 23.11 slurmctld.sh pushes the files (push-config.sh)
         env.append({"name": "SLONK_PUSH_CONFIG", "value": "1"})
     if env:
         container["env"] = env

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from slonk_infra import vocab
-from slonk_infra.catalog.slurm_versions import FORCE_REQUEUE_ON_FAIL, NO_ADDR_CACHE_REMOVED, RECONFIG_ON_RESTART
+from slonk_infra.catalog.slurm_versions import (
+    FORCE_REQUEUE_ON_FAIL,
+    NO_ADDR_CACHE_REMOVED,
+    RECONFIG_ON_RESTART,
+    RECONFIGURE_RESTARTS,
+)
 from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu, naming
 from slonk_infra.slurm.lines import header, kv_line
 
@@ -72,8 +77,17 @@ def slurmctld_parameters(plan: ClusterPlan) -> list[str]:
 
 
 def push_config_after_start(plan: ClusterPlan) -> bool:
-    """Whether slurmctld.sh pushes the files to the workers itself (``scontrol reconfigure``): before 25.11."""
-    return plan.slurm_version < RECONFIG_ON_RESTART
+    """Whether slurmctld.sh pushes the files to the workers itself (``push-config.sh``): before 23.11.
+
+    From 23.11 to 25.05 nothing can: a reconfigure restarts slurmctld, which returns idle nodes to FUTURE
+    and pushes to none (seen on 24.11); their workers take the files when their pods are replaced.
+    """
+    return plan.slurm_version < RECONFIGURE_RESTARTS
+
+
+def config_pushed_to_workers(plan: ClusterPlan) -> bool:
+    """Whether a config change reaches running workers' slurmd (docs/node-lifecycle.md)."""
+    return plan.slurm_version >= RECONFIG_ON_RESTART or push_config_after_start(plan)
 
 
 def prolog_flags(plan: ClusterPlan) -> list[str]:
@@ -218,7 +232,7 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("AuthAltParameters", f"jwt_key={vocab.JWT_KEY}" if slurm.rest_api else None),
         # Workers fetch this file from slurmctld (configless): no worker pod mounts or hashes it. A config
         # change rolls only the controller, so its restart must push the new files to every slurmd
-        # (before 25.11 slurmctld.sh runs `scontrol reconfigure` instead).
+        # (before 23.11 push-config.sh does; see push_config_after_start).
         ("SlurmctldParameters", ",".join(slurmctld_parameters(plan))),
         # Pods come back on new IPs. Before 23.11 every daemon caches a node's address unless told not
         # to; 23.11 removed the option (slurmd.sh sets NodeAddr itself on every version).

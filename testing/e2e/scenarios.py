@@ -20,6 +20,7 @@ from typing import Any
 
 from slonk_infra import vocab
 from slonk_infra.plan import WorkerGroup
+from slonk_infra.slurm.conf import config_pushed_to_workers
 from testing.e2e.cluster import Cluster
 from testing.e2e.controller_scenarios import (
     backup_lost,
@@ -249,9 +250,12 @@ def _with_partition(cluster: Cluster, name: str) -> Callable[[dict[str, Any]], N
     return mutate
 
 
-# Where a configless slurmd keeps the files it fetched: 26.05 (the test image's Slurm) writes them under its
-# spool directory and links /run/slurm/conf to them; earlier releases only the former.
+# Where a configless slurmd keeps the files it fetched: under its spool directory, linked from
+# /run/slurm/conf (seen so on 22.05 and 26.05).
 CONFIGLESS_CACHE = f"/run/slurm/conf/slurm.conf 2>/dev/null || cat {vocab.SLURMD_SPOOL}/conf-cache/slurm.conf"
+# From 25.11 the restarted slurmctld pushes at once; before it push-config.sh waits for the node records to
+# settle (45 s, after 22.05's rejoin loop of 30 s has brought idle nodes back).
+PUSH_WAIT_S = 150
 
 
 def config_change(cluster: Cluster) -> str:
@@ -271,11 +275,11 @@ def config_change(cluster: Cluster) -> str:
     # slurmd reads the files it fetched (prolog, health check, GRES): the restarted controller pushes the
     # new ones to every running worker, else slurmctld logs "appears to have a different slurm.conf".
     pushed = {}
-    for w in workers:
+    for w in workers if config_pushed_to_workers(cluster.rendered.plan) else []:
         wait_for(
             f"{w}: the new slurm.conf pushed to its slurmd",
             lambda w=w: f"PartitionName={name} " in cluster.exec(w, f"cat {CONFIGLESS_CACHE}").stdout,
-            60,
+            PUSH_WAIT_S,
         )
         pushed[w] = round(time.monotonic() - t0, 1)
     after = {w: (cluster.started_at(w), cluster.restarts(w)) for w in workers}
@@ -297,8 +301,13 @@ def config_change(cluster: Cluster) -> str:
     return (
         f"partition {name} served {seen_s:.1f}s after apply (rolled: {', '.join(result.replaced)}; stopped in "
         f"{max(result.stop_seconds.values(), default=0):.1f}s at most); "
-        f"job {job} ran in it; {len(workers)} workers untouched, their slurmd given the new slurm.conf "
-        f"{max(pushed.values(), default=0):.1f}s after apply at most; SSH host key unchanged"
+        f"job {job} ran in it; {len(workers)} workers untouched, "
+        + (
+            f"their slurmd given the new slurm.conf {max(pushed.values(), default=0):.1f}s after apply at most"
+            if pushed
+            else "not given the new files (no push from 23.11 to 25.05: docs/node-lifecycle.md)"
+        )
+        + "; SSH host key unchanged"
     )
 
 

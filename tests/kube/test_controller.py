@@ -103,7 +103,7 @@ def test_system_selector_pins_the_controller_only_when_given() -> None:
     assert pinned["spec"]["template"]["spec"]["nodeSelector"] == {"slonk.dev/role": "system"}
 
 
-def test_before_25_11_the_controller_pushes_the_files_to_the_workers_itself() -> None:
+def test_before_23_11_the_controller_pushes_the_files_to_the_workers_itself() -> None:
     def env(version: str) -> dict[str, str]:
         def edit(raw: dict[str, Any]) -> None:
             raw["image"]["slurmVersion"] = version
@@ -113,7 +113,8 @@ def test_before_25_11_the_controller_pushes_the_files_to_the_workers_itself() ->
         sts = controller.statefulset(plan, files_for(plan), KubeInputs())
         return {e["name"]: e["value"] for e in container(sts["spec"]["template"]["spec"], "slurmctld").get("env", [])}
 
-    # No SlurmctldParameters=reconfig_on_restart before 25.11: slurmctld.sh runs `scontrol reconfigure`.
-    assert env("22.05").get("SLONK_PUSH_CONFIG") == env("25.05").get("SLONK_PUSH_CONFIG") == "1"
-    assert "SLONK_PUSH_CONFIG" not in env("25.11")
-    assert "SLONK_PUSH_CONFIG" not in env("26.05")
+    # Before 23.11 push-config.sh runs `scontrol reconfigure`; from 23.11 a reconfigure restarts slurmctld and
+    # pushes to no idle node (24.11); from 25.11 SlurmctldParameters=reconfig_on_restart pushes.
+    assert env("22.05").get("SLONK_PUSH_CONFIG") == env("23.02").get("SLONK_PUSH_CONFIG") == "1"
+    for version in ("23.11", "25.05", "25.11", "26.05"):
+        assert "SLONK_PUSH_CONFIG" not in env(version), version

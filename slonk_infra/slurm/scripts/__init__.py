@@ -30,6 +30,7 @@ SCRIPTS = (
     "healthcheck.sh",
     "munged.sh",
     "slurmctld.sh",
+    "push-config.sh",
     "state.sh",
     "slurmd.sh",
     "rejoin.sh",

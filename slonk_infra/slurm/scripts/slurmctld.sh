@@ -27,17 +27,10 @@ case "$(hostname)" in
   ;;
 esac
 if [ -n "${SLONK_PUSH_CONFIG:-}" ]; then
-  # Before 25.11 (no SlurmctldParameters=reconfig_on_restart) configless slurmd keep the files they
-  # fetched at their start, and a config change rolls only the controller: once this one answers, ask
-  # the controller in control to read its files again and push them to every slurmd (a backup answers in
-  # standby too; asking twice does no harm). Gives up after ten minutes without an answer.
-  (
-    tries=0
-    until scontrol ping 2>/dev/null | grep -q "at $(hostname) is UP" || [ "$tries" -ge 600 ]; do
-      tries=$((tries + 1))
-      sleep 1
-    done
-    [ "$tries" -lt 600 ] && scontrol reconfigure
-  ) >/dev/null 2>&1 &
+  case "$(hostname)" in
+  # Before 23.11 configless slurmd keep the files they fetched until told: push them once settled. It
+  # stays a zombie under slurmctld (PID 1) when done.
+  *-0) "$(dirname "$0")/push-config.sh" & ;;
+  esac
 fi
 exec slurmctld -D -f @CONF_DIR@/slurm.conf
