@@ -108,11 +108,10 @@ deps = tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
 print(" ".join(d for d in deps if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() in pod_side))
 EOF
 )"
-    # Their own dependencies at the versions the project was tested with (constraints.txt, when staged).
-    constraints=""
-    if [ -f "$SLONK_SRC/constraints.txt" ]; then constraints="-c $SLONK_SRC/constraints.txt"; fi
+    # Their own dependencies at the versions the project was tested with.
+    [ -f "$SLONK_SRC/constraints.txt" ] || die "constraints.txt is not staged beside pyproject.toml (images/Dockerfile says how)"
     # shellcheck disable=SC2086  # one argument per pin
-    /opt/slonk/venv/bin/pip install --quiet --no-cache-dir $constraints $pins
+    /opt/slonk/venv/bin/pip install --quiet --no-cache-dir -c "$SLONK_SRC/constraints.txt" $pins
     /opt/slonk/venv/bin/pip install --quiet --no-cache-dir --no-deps "$SLONK_SRC"
     # Only the pod-side commands go on PATH (the deployment CLI needs Pulumi, which pods do not carry):
     # slonk-health (entrypoints, prolog, health check) and slonk-ops (the operations Deployment).

@@ -15,6 +15,7 @@ the job hardware record; the component that declares it should retain it on dele
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import yaml
@@ -127,7 +128,14 @@ def deployment(spec: OperationsSpec, namespace: str, image: str) -> Obj:
             "strategy": {"type": "Recreate"},
             "selector": {"matchLabels": _labels()},
             "template": {
-                "metadata": {"labels": _labels()},
+                # config.yaml is mounted by subPath, which the kubelet never refreshes: a changed setting
+                # rolls the pod through this hash instead.
+                "metadata": {
+                    "labels": _labels(),
+                    "annotations": {
+                        vocab.CONFIG_HASH: hashlib.sha256(controller_config(spec, namespace).encode()).hexdigest()
+                    },
+                },
                 "spec": {
                     "serviceAccountName": NAME,
                     "securityContext": {"fsGroup": RUN_AS, "seccompProfile": {"type": "RuntimeDefault"}},

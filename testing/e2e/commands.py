@@ -16,6 +16,7 @@ from slonk_infra import vocab
 from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import build_manifests
+from slonk_infra.kube.operations import RUN_AS
 from slonk_infra.slurm import render_slurm_files
 from testing.e2e.image import REPO
 from testing.e2e.kube import Obj
@@ -75,7 +76,11 @@ def check_image(podman: Podman, image: str, commands: dict[str, str]) -> str:
         "done\n"
         "exit $rc\n"
     )
-    proc = podman.run("run", "--rm", "--network", "none", "--entrypoint", "sh", image, "-c", script, check=False)
+    # As the operations controller runs: nobody, read-only root, a /tmp of its own.
+    proc = podman.run(
+        "run", "--rm", "--network", "none", "--user", f"{RUN_AS}:{RUN_AS}", "--read-only", "--tmpfs", "/tmp",
+        "--entrypoint", "sh", image, "-c", script, check=False,
+    )  # fmt: skip
     if proc.returncode != 0:
         lines = proc.stdout.splitlines()
         problems = [

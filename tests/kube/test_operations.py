@@ -15,7 +15,7 @@ from slonk_infra.kube.operations import operations_objects
 from slonk_infra.ops.config import OperationsSpec, load_spec
 from slonk_infra.ops.kube_api import KubeApi
 from slonk_infra.slurm import render_slurm_files
-from slonk_infra.vocab import GROUP_LABEL
+from slonk_infra.vocab import CONFIG_HASH, GROUP_LABEL
 from testing.fakekube import selector_matches
 
 KUBE_VERSIONS = ["1.31.0", "1.33.0"]
@@ -97,6 +97,16 @@ def test_the_config_map_is_what_the_controller_reads(tmp_path: Any) -> None:
     jwt_mount = next(m for m in dep["spec"]["template"]["spec"]["containers"][0]["volumeMounts"] if m["name"] == "jwt")
     assert spec.jwt_key_file.startswith(jwt_mount["mountPath"] + "/")
     assert yaml.safe_load(cm["data"]["config.yaml"])["enabled"] is True
+
+
+def test_a_changed_setting_rolls_the_controller_pod() -> None:
+    """config.yaml is mounted by subPath (never refreshed in a running pod): the template carries its hash."""
+
+    def config_hash(**spec: Any) -> str:
+        return str(by_kind(objects(**spec))["Deployment"]["spec"]["template"]["metadata"]["annotations"][CONFIG_HASH])
+
+    assert config_hash() == config_hash()
+    assert config_hash(intervalSeconds=30) != config_hash()
 
 
 def test_the_default_selectors_find_the_slurm_layers_worker_pods() -> None:

@@ -1,51 +1,60 @@
 #!/bin/sh
-# Before Slurm 23.11 (no SlurmctldParameters=reconfig_on_restart until 25.11): gives every running configless slurmd
-# the files the restarted controller now serves. slurmctld.sh runs it in the background on the primary
+# Before Slurm 23.11 (reconfig_on_restart came in 25.11, and from 23.11 a reconfigure pushes to no idle
+# node): gives every running configless slurmd the files the restarted controller now serves. slurmctld.sh runs it in the background on the primary
 # only, where a config change restarts slurmctld; a backup's request would reach the old primary, which
 # has the new files mounted but not loaded (22.05 exits on a node count changed by reconfigure).
 #
 #   push-config.sh [SETTLE_SECONDS]
 #
-# 1. Waits until this host's slurmctld answers as the primary (in control).
+# 1. Waits until this host's slurmctld answers as the primary (in control), up to ten minutes.
 # 2. Waits until the node records have settled: the nodes sinfo lists stay the same for SETTLE_SECONDS
-#    (default 45). 22.05 returns idle nodes to FUTURE when slurmctld restarts and pushes nothing to them;
-#    each worker's rejoin loop (30 s) brings its node back first.
+#    (default 45; five minutes at most). 22.05 returns idle nodes to FUTURE when slurmctld restarts and
+#    pushes nothing to them; each worker's rejoin loop (30 s) brings its node back first.
 # 3. Pushes nothing while any slurmd runs another release than this image's: files rendered for a newer
 #    Slurm can hold keys an older slurmd refuses to start on (22.05 and PrologFlags=ForceRequeueOnFail);
 #    those workers take the files when their pods are replaced for the upgrade.
 # 4. `scontrol reconfigure`, tried three times (22.05 answers "in progress" to a second one).
-# Gives up after ten minutes. Its lines go to the controller's log, prefixed "slonk push-config:".
+# Its lines go to the controller's log, prefixed "slonk push-config:".
 set -u
 settle="${1:-45}"
-host="${SLONK_CONTROLLER_NAME:-$(hostname)}"
+host="$(hostname)"
 say() { echo "slonk push-config: $*"; }
-deadline=$(($(date +%s) + 600))
+now() { date +%s; }
 
+mine="$(slurmctld -V 2>/dev/null | awk '{print $2}' | cut -d. -f1-2)"
+if [ -z "$mine" ]; then
+  say "slurmctld -V printed no version; not pushing"
+  exit 0
+fi
+
+deadline=$(($(now) + 600))
 until scontrol ping 2>/dev/null | grep -q "(primary) at $host is UP"; do
-  if [ "$(date +%s)" -ge "$deadline" ]; then
+  if [ "$(now)" -ge "$deadline" ]; then
     say "slurmctld at $host did not answer as the primary within 600 s; not pushing"
     exit 0
   fi
   sleep 2
 done
 
-last="" since=$(date +%s)
+# The settling gets its own five minutes from the moment this controller answers.
+deadline=$(($(now) + 300))
+last="" since=$(now)
 while :; do
-  now=$(date +%s)
-  nodes="$(sinfo -h -N -o %N 2>/dev/null | sort -u | tr '\n' ' ')"
-  if [ "$nodes" != "$last" ]; then
-    last="$nodes" since=$now
-  elif [ $((now - since)) -ge "$settle" ]; then
-    break
+  if nodes="$(sinfo -h -N -o %N 2>/dev/null)" && [ -n "$nodes" ]; then  # a failed or empty answer proves nothing
+    nodes="$(printf '%s\n' "$nodes" | sort -u | tr '\n' ' ')"
+    if [ "$nodes" != "$last" ]; then
+      last="$nodes" since=$(now)
+    elif [ $(($(now) - since)) -ge "$settle" ]; then
+      break
+    fi
   fi
-  if [ "$now" -ge "$deadline" ]; then
-    say "node records still changing after 600 s; pushing anyway"
+  if [ "$(now)" -ge "$deadline" ]; then
+    say "node records still changing after 300 s; pushing anyway"
     break
   fi
   sleep 5
 done
 
-mine="$(scontrol version | awk '{print $2}' | cut -d. -f1-2)"
 others="$(sinfo -h -N -o '%N %v' 2>/dev/null | awk -v v="$mine" '$2 ~ /^[0-9]+[.][0-9]+/ {split($2, p, "."); if (p[1] "." p[2] != v) print $1 "=" $2}' | sort -u | tr '\n' ' ')"
 if [ -n "$others" ]; then
   say "not pushing: slurmd of another release than $mine on ${others% }; they take the files when replaced"
@@ -54,10 +63,10 @@ fi
 
 for try in 1 2 3; do
   if out="$(scontrol reconfigure 2>&1)"; then
-    say "files pushed to $(printf '%s' "$last" | wc -w) nodes (try $try)"
+    say "reconfigure accepted (try $try); $(printf '%s' "$last" | wc -w) nodes listed"
     exit 0
   fi
   say "scontrol reconfigure: $out"
-  sleep 10
+  if [ "$try" -lt 3 ]; then sleep 10; fi
 done
 say "not pushed after 3 tries"
