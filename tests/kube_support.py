@@ -23,6 +23,16 @@ def plan_for(stack: str, edit: Callable[[dict[str, Any]], None] | None = None) -
     return build_plan(raw)
 
 
+def with_slurm(version: str) -> Callable[[dict[str, Any]], None]:
+    """Declaration edit: the image carries Slurm ``version`` (topology as a tree, which every release reads)."""
+
+    def edit(raw: dict[str, Any]) -> None:
+        raw["image"]["slurmVersion"] = version
+        raw["slurm"]["topology"] = "tree"
+
+    return edit
+
+
 def with_rest_api(raw: dict[str, Any]) -> None:
     """Declaration edit: ask for slurmrestd."""
     raw.setdefault("slurm", {})["restApi"] = True

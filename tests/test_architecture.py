@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_imports import imported_modules
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "slonk_infra"
 PLAN = ROOT / "docs" / "architecture.md"
@@ -35,22 +37,7 @@ MODULES = _modules()
 
 def _imports(module: str, path: Path) -> Iterator[str]:
     """Library modules ``module`` imports, in any form."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join([*anchor, *([node.module] if node.module else [])])
-            for alias in node.names:
-                # ``from pkg import sub`` imports the submodule, not the package's own names.
-                yield f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
-        elif isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("slonk_infra."):
-            # A bare module name is what the lazy exports import. A "module:attribute" string (a cloud's
-            # deployer) only names its target; slonk_infra.clouds imports it, and is checked for that.
-            yield node.value  # kept only when it names a module (below)
+    return imported_modules(module, path, MODULES.__contains__, lazy=True)
 
 
 def _graph() -> dict[str, set[str]]:

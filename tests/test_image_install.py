@@ -8,17 +8,20 @@ import, the way Python would load them.
 
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import re
 import sys
 import tomllib
 from pathlib import Path
 
+from testing.e2e.commands import PROJECT_COMMANDS
+from tests.source_imports import imported_modules
+
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL = ROOT / "images" / "install.sh"
-# The pods' programs: the console scripts rendered containers run, and what the entrypoints call.
-POD_COMMANDS = {"slonk-health": "slonk_infra.health.cli", "slonk-ops": "slonk_infra.ops.main"}
+SCRIPTS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+# The pods' programs (the console scripts rendered containers and entrypoints run) -> their modules.
+POD_COMMANDS = {command: SCRIPTS[command].split(":")[0] for command in PROJECT_COMMANDS}
 
 
 def _module_path(module: str) -> Path | None:
@@ -29,38 +32,8 @@ def _module_path(module: str) -> Path | None:
     return None
 
 
-def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
-    """Every node but those under ``if TYPE_CHECKING:`` (never run)."""
-    out: list[ast.AST] = []
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        out.append(node)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            todo += node.orelse
-            continue
-        todo += list(ast.iter_child_nodes(node))
-    return out
-
-
 def _dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _imports(path: Path, module: str) -> set[str]:
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                base = ".".join([*parts[: len(parts) - (node.level - 1)], *([node.module] if node.module else [])])
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
 
 
 def _third_party(start: str) -> set[str]:
@@ -77,7 +50,7 @@ def _third_party(start: str) -> set[str]:
         path = _module_path(module)
         if path is None:
             continue
-        for name in _imports(path, module):
+        for name in imported_modules(module, path, lambda n: _module_path(n) is not None, runtime_only=True):
             top = name.split(".")[0]
             if top == "slonk_infra":
                 if _module_path(name) is not None:
@@ -115,6 +88,5 @@ def test_the_pod_commands_are_put_on_path() -> None:
     text = INSTALL.read_text(encoding="utf-8")
     match = re.search(r"for cmd in ([\w -]+); do\n\s+ln -sf", text)
     assert match, "images/install.sh no longer links the pod commands onto PATH"
-    assert set(match.group(1).split()) == set(POD_COMMANDS)
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
-    assert {c: scripts[c].split(":")[0] for c in POD_COMMANDS} == POD_COMMANDS
+    assert set(match.group(1).split()) == set(PROJECT_COMMANDS)
+    assert POD_COMMANDS == {"slonk-health": "slonk_infra.health.cli", "slonk-ops": "slonk_infra.ops.main"}

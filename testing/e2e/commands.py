@@ -2,9 +2,10 @@
 commands start (their libraries are installed).
 
 The container tier runs some pods, not all: the operations controller (it needs an API server) and the
-in-cluster NFS server are rendered but never started here. This check covers them too, for the tier's
-declarations and every shipped stack: one container of the built image looks each command up on PATH
-and runs ``--help`` of the project's console scripts, which imports everything they load at start.
+in-cluster NFS server are rendered but never started here. This check covers every container of every
+shipped stack: one container of the built image, run as the operations controller runs, looks each
+command up on PATH and runs ``--help`` of the project's console scripts, which imports everything they
+load at start.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.manifests import build_manifests
 from slonk_infra.kube.operations import RUN_AS
+from slonk_infra.policy.props import containers, pod_spec
 from slonk_infra.slurm import render_slurm_files
 from testing.e2e.image import REPO
 from testing.e2e.kube import Obj
@@ -26,28 +28,22 @@ from testing.e2e.podman import Podman
 PROJECT_COMMANDS = ("slonk-health", "slonk-ops")
 
 
-def _pod_specs(obj: Obj) -> list[Obj]:
-    spec = obj.get("spec") or {}
-    template = spec.get("template") or ((spec.get("jobTemplate") or {}).get("spec") or {}).get("template")
-    return [template["spec"]] if template else []
-
-
 def image_commands(objects: Iterable[Obj], image: str) -> dict[str, str]:
     """Command -> the first container naming it, over the containers that run ``image``; scripts mounted
     from the scripts ConfigMap are left out (they are not in the image)."""
     found: dict[str, str] = {}
     for obj in objects:
-        for pod in _pod_specs(obj):
-            for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
-                command = list(c.get("command") or [])
-                if c.get("image") != image or not command:
-                    continue
-                words = [command[0]]
-                if command[0] == "catatonit" and "--" in command:  # an init in front of the real program
-                    words.append(command[command.index("--") + 1])
-                for word in words:
-                    if not word.startswith(vocab.SCRIPTS_DIR + "/"):
-                        found.setdefault(word, f"{obj['kind']}/{obj['metadata']['name']} {c['name']}")
+        spec = pod_spec(f"kubernetes:{obj['apiVersion']}:{obj['kind']}", obj)
+        for c in containers(spec) if spec is not None else ():
+            command = list(c.spec.get("command") or [])
+            if c.image != image or not command:
+                continue
+            words = [command[0]]
+            if command[0] == "catatonit" and "--" in command:  # an init in front of the real program
+                words.append(command[command.index("--") + 1])
+            for word in words:
+                if not word.startswith(vocab.SCRIPTS_DIR + "/"):
+                    found.setdefault(word, f"{obj['kind']}/{obj['metadata']['name']} {c.name}")
     return found
 
 

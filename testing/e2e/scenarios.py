@@ -253,8 +253,8 @@ def _with_partition(cluster: Cluster, name: str) -> Callable[[dict[str, Any]], N
 # Where a configless slurmd keeps the files it fetched: under its spool directory, linked from
 # /run/slurm/conf (seen so on 22.05 and 26.05).
 CONFIGLESS_CACHE = f"/run/slurm/conf/slurm.conf 2>/dev/null || cat {vocab.SLURMD_SPOOL}/conf-cache/slurm.conf"
-# From 25.11 the restarted slurmctld pushes at once; before it push-config.sh waits for the node records to
-# settle (45 s, after 22.05's rejoin loop of 30 s has brought idle nodes back).
+# From 25.11 the restarted slurmctld pushes at once; before 23.11 push-config.sh waits for the node records
+# to settle (45 s, after 22.05's rejoin loop of 30 s has brought idle nodes back).
 PUSH_WAIT_S = 150
 
 

@@ -9,7 +9,16 @@ from slonk_infra.kube import controller
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import config_hash
 from slonk_infra.plan import naming
-from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api, without_rest_api
+from tests.kube_support import (
+    container,
+    files_for,
+    matches,
+    mounts,
+    plan_for,
+    with_rest_api,
+    with_slurm,
+    without_rest_api,
+)
 
 
 def test_one_replica_rolled_on_config_change_with_the_config_hash() -> None:
@@ -105,11 +114,7 @@ def test_system_selector_pins_the_controller_only_when_given() -> None:
 
 def test_before_23_11_the_controller_pushes_the_files_to_the_workers_itself() -> None:
     def env(version: str) -> dict[str, str]:
-        def edit(raw: dict[str, Any]) -> None:
-            raw["image"]["slurmVersion"] = version
-            raw["slurm"]["topology"] = "tree"
-
-        plan = plan_for("gcp", edit)
+        plan = plan_for("gcp", with_slurm(version))
         sts = controller.statefulset(plan, files_for(plan), KubeInputs())
         return {e["name"]: e["value"] for e in container(sts["spec"]["template"]["spec"], "slurmctld").get("env", [])}
 

@@ -8,7 +8,6 @@ whole cores = 24 CPUs per GPU, and 1812703 // 8 = 226587 MiB per GPU.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -17,7 +16,7 @@ from slonk_infra.slurm.conf import node_line, partition_lines, render_slurm_conf
 from slonk_infra.slurm.gres import gpu_files, render_gres_conf
 from slonk_infra.slurm.lines import kv_line
 from slonk_infra.slurm.topology import render_topology_conf, render_topology_yaml
-from tests.kube_support import plan_for
+from tests.kube_support import plan_for, with_slurm
 
 
 def _body(text: str) -> list[str]:
@@ -136,18 +135,11 @@ def test_a_failed_prolog_requeues_the_job_without_holding_it() -> None:
 
 
 def test_a_controller_restart_pushes_the_files_to_configless_workers() -> None:
-    def version(v: str) -> Callable[[dict[str, Any]], None]:
-        def mutate(raw: dict[str, Any]) -> None:
-            raw["image"]["slurmVersion"] = v
-            raw["slurm"]["topology"] = "tree"
-
-        return mutate
-
     def params(v: str) -> str:
-        conf = render_slurm_conf(plan_for("gcp", version(v)))
+        conf = render_slurm_conf(plan_for("gcp", with_slurm(v)))
         return next(ln.split("=", 1)[1] for ln in conf.splitlines() if ln.startswith("SlurmctldParameters="))
 
-    # 25.11 added reconfig_on_restart; before it slurmctld.sh asks for `scontrol reconfigure` itself.
+    # 25.11 added reconfig_on_restart; before 23.11 push-config.sh asks for `scontrol reconfigure` instead.
     assert params("25.11") == params("26.05") == "enable_configless,reconfig_on_restart"
     assert params("25.05") == params("22.05") == "enable_configless"
 

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Before Slurm 23.11 (reconfig_on_restart came in 25.11, and from 23.11 a reconfigure pushes to no idle
-# node): gives every running configless slurmd the files the restarted controller now serves. slurmctld.sh runs it in the background on the primary
-# only, where a config change restarts slurmctld; a backup's request would reach the old primary, which
-# has the new files mounted but not loaded (22.05 exits on a node count changed by reconfigure).
+# node): gives every running configless slurmd the files the restarted controller now serves.
+# slurmctld.sh runs it in the background on the primary only, where a config change restarts slurmctld;
+# a backup's request would reach the old primary, which has the new files mounted but not loaded (22.05
+# exits on a node count changed by reconfigure).
 #
 #   push-config.sh [SETTLE_SECONDS]
 #
