@@ -8,13 +8,14 @@ declaration ends the command with one message naming what is wrong (exit status 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 import click
 
-from slonk_infra.clouds import build_plan
-from slonk_infra.declaration.errors import DeclarationError, StackFileError
+from slonk_infra.clouds import MissingExtraError, build_plan, require_sdk
+from slonk_infra.declaration.errors import DeclarationError, Problem, StackFileError
 from slonk_infra.declaration.stacks import load_declaration, load_stack_config, stack_name
 from slonk_infra.plan import ClusterPlan
 
@@ -36,7 +37,8 @@ PROGRAM = click.option(
     "--program",
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     default=None,
-    help="A Pulumi program file to run instead of slonk-infra's own program (e.g. your project's __main__.py). "
+    help="A Pulumi program file to run instead of slonk-infra's own program (e.g. your project's __main__.py), "
+    "under its project's name (the nearest Pulumi.yaml); the stack file then needs no slonk-infra:cluster. "
     "Resource transforms it registers are applied as `pulumi preview` applies them.",
 )
 
@@ -46,12 +48,41 @@ def _fail(err: Exception) -> NoReturn:
     sys.exit(2)
 
 
-def _plan(stack: str, stacks_dir: Path | None) -> ClusterPlan:
-    """Read and validate the declaration, listing every problem, before any resource is declared."""
+STRICT = click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse the declaration's warnings (a user without a key, a pool in no partition, ...) as errors: for CI.",
+)
+
+
+def _plan(stack: str, stacks_dir: Path | None, strict: bool = False, deploys: bool = False) -> ClusterPlan:
+    """Read and validate the declaration, listing every problem, before any resource is declared.
+
+    Warnings go to standard error, one per line, after any errors would have; ``strict`` ends the
+    command on them (exit status 2) as it would on an error. ``deploys``: the command runs the program,
+    so the cloud's provider SDK (its package extra) must be installed.
+    """
     try:
-        return build_plan(load_declaration(stack, stacks_dir))
-    except INPUT_ERRORS as err:
+        plan = build_plan(load_declaration(stack, stacks_dir))
+        if deploys:
+            require_sdk(plan.declaration.cloud)
+    except (DeclarationError, StackFileError, MissingExtraError) as err:
         _fail(err)
+    _warn(plan.warnings, strict)
+    return plan
+
+
+def _warn(warnings: Sequence[Problem], strict: bool) -> None:
+    """Print each warning once, by field; with ``strict``, stop as on an error."""
+    for problem in warnings:
+        click.echo(f"warning: {problem}", err=True)
+    if strict and warnings:
+        _fail(ValueError(f"{len(warnings)} warning(s) refused by --strict"))
+
+
+def _program_warnings(plans: Iterable[ClusterPlan], strict: bool) -> None:
+    """A user's program declares its own clusters (the stack file need not): their warnings, once it has run."""
+    _warn([w for plan in plans for w in plan.warnings], strict)
 
 
 @click.group(epilog=STACK_HELP)
@@ -62,10 +93,11 @@ def main() -> None:
 
 @main.command(epilog=STACK_HELP)
 @click.argument("stack")
+@STRICT
 @STACKS_DIR
-def validate(stack: str, stacks_dir: Path | None) -> None:
-    """Validate STACK's declaration and print a summary."""
-    plan = _plan(stack, stacks_dir)
+def validate(stack: str, strict: bool, stacks_dir: Path | None) -> None:
+    """Validate STACK's declaration and print a summary; warnings go to standard error."""
+    plan = _plan(stack, stacks_dir, strict)
     decl = plan.declaration
     click.echo(f"stack {stack_name(stack)}: cluster {plan.name} on {decl.cloud} - OK")
     for key, value in plan.summary().items():
@@ -90,17 +122,20 @@ def validate(stack: str, stacks_dir: Path | None) -> None:
     help="Output folder. Default: out/<stack name> under the current directory.",
 )
 @PROGRAM
+@STRICT
 @STACKS_DIR
-def render(stack: str, out: Path | None, program: Path | None, stacks_dir: Path | None) -> None:
+def render(stack: str, out: Path | None, program: Path | None, strict: bool, stacks_dir: Path | None) -> None:
     """Run STACK's Pulumi program under the mock runtime and write what it would create."""
-    from slonk_infra.offline.render import program_file, run_program, write_render
+    from slonk_infra.offline.render import run_program, write_render
 
-    _plan(stack, stacks_dir)
+    if program is None:
+        _plan(stack, stacks_dir, strict, deploys=True)
     name = stack_name(stack)
     try:
-        run = run_program(name, load_stack_config(stack, stacks_dir), program_file(program) if program else None)
-    except INPUT_ERRORS as err:
+        run = run_program(name, load_stack_config(stack, stacks_dir), program)
+    except (DeclarationError, StackFileError, MissingExtraError) as err:  # a --program meets the SDK check as it runs
         _fail(err)
+    _program_warnings(run.plans.values() if program else (), strict)
     target = out or Path("out") / name
     try:
         summary = write_render(run, target)
@@ -111,7 +146,7 @@ def render(stack: str, out: Path | None, program: Path | None, stacks_dir: Path 
         click.echo(f"  {count:5}  {typ}")
     click.echo(
         f"  kubernetes manifests: {target}/kubernetes/  slurm files: {target}/slurm/  "
-        f"cloud resources: {target}/cloud/resources.json"
+        f"cloud resources: {target}/cloud/resources.json  exports: {target}/outputs.json"
     )
     if run.transforms_run:
         click.echo(f"  {run.transforms_note()}")
@@ -124,35 +159,72 @@ def render(stack: str, out: Path | None, program: Path | None, stacks_dir: Path 
     "policy_config",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="The shared policy configuration (the file `pulumi preview --policy-pack-config` reads). "
-    "Default: the packaged one, policies/policy-config.json in a checkout.",
+    help="Your team's policy configuration: a copy of the packaged policy-config.json with your registry, image "
+    "and digest (the file `pulumi preview --policy-pack-config` reads). Default: the packaged one.",
 )
 @click.option(
-    "--all", "show_all", is_flag=True, help="List every violation instead of one line per policy and resource."
+    "--all", "show_all", is_flag=True, help="Text format: list every violation instead of one line per finding."
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sarif"]),
+    default="text",
+    show_default=True,
+    help="Report format: the CI log text, a JSON report, or SARIF 2.1.0 (GitHub code scanning).",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the report to this file; standard output then shows the text report.",
 )
 @PROGRAM
+@STRICT
 @STACKS_DIR
 def check(
-    stack: str, policy_config: Path | None, show_all: bool, program: Path | None, stacks_dir: Path | None
+    stack: str,
+    policy_config: Path | None,
+    show_all: bool,
+    fmt: str,
+    out: Path | None,
+    program: Path | None,
+    strict: bool,
+    stacks_dir: Path | None,
 ) -> None:
     """Run the policy pack on STACK's program offline; exit 1 on any mandatory violation."""
-    from slonk_infra.offline.render import program_file, run_program
+    from slonk_infra.offline.render import run_program
     from slonk_infra.policy.config import PolicyConfigError, load_policy_config
     from slonk_infra.policy.runner import PolicyRunError, check_registrations, format_report
 
     source = policy_config or DEFAULT_POLICY_CONFIG
-    _plan(stack, stacks_dir)
+    if program is None:
+        _plan(stack, stacks_dir, strict, deploys=True)
     name = stack_name(stack)
     try:
         config = load_policy_config(source)
-        run = run_program(name, load_stack_config(stack, stacks_dir), program_file(program) if program else None)
+        run = run_program(name, load_stack_config(stack, stacks_dir), program)
         result = check_registrations(run.registrations, config)
-    except (DeclarationError, StackFileError, PolicyConfigError, PolicyRunError) as err:
+    except (DeclarationError, StackFileError, MissingExtraError, PolicyConfigError, PolicyRunError) as err:
         _fail(err)
+    _program_warnings(run.plans.values() if program else (), strict)
     shown = str(policy_config) if policy_config else "packaged policy-config.json"
-    click.echo(format_report(name, result, shown, group=not show_all))
+    # One order and one dedupe for every format (slonk_infra/policy/report_formats.py).
+    from slonk_infra.declaration.stacks import stack_file
+    from slonk_infra.policy.report_formats import render as render_report
+
+    report = render_report(fmt, name, result, config, shown, stack_file(stack, stacks_dir), every=show_all)
+    if out is not None:
+        try:
+            out.write_text(report if report.endswith("\n") else report + "\n", encoding="utf-8")
+        except OSError as err:
+            _fail(err)
+        report = format_report(name, result, shown, group=not show_all) + f"\n{fmt} report written to {out}"
+    click.echo(report, nl=not report.endswith("\n"))
     if run.transforms_run:
-        click.echo(run.transforms_note())
+        # Keep a JSON or SARIF standard output parseable.
+        click.echo(run.transforms_note(), err=out is None and fmt != "text")
     sys.exit(1 if result.failed else 0)
 
 

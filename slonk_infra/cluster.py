@@ -10,10 +10,16 @@ The idiom of ``eks.Cluster``: construct it with the declaration and read its out
 
 The declaration is validated completely (:func:`slonk_infra.clouds.build_plan`) before any resource
 is declared; a bad one raises :class:`~slonk_infra.declaration.errors.DeclarationError` listing every problem.
+The fields that name existing cloud objects may be the program's Pulumi Outputs
+(:mod:`slonk_infra.declaration.inputs`).
+
+:func:`recording_plans` lets an offline run (``slonk-infra render --program``) see the plan each
+``Cluster`` of a user's program was built with, so its summary describes what the program declared.
 """
 
 # No ``from __future__ import annotations``: Pulumi's component analyzer reads the class annotations.
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import pulumi
@@ -68,6 +74,21 @@ def _string_map(values: Mapping[str, pulumi.Input[str]]) -> pulumi.Output[dict[s
     return pulumi.Output.all(**values).apply(lambda resolved: {str(k): str(v) for k, v in resolved.items()})
 
 
+# Open recordings of the plans Clusters are built with (see recording_plans); empty outside offline runs.
+_RECORDINGS: list[list[tuple[str, ClusterPlan]]] = []
+
+
+@contextmanager
+def recording_plans() -> Iterator[list[tuple[str, ClusterPlan]]]:
+    """Collect ``(component name, plan)`` of every :class:`Cluster` constructed while the block runs."""
+    recording: list[tuple[str, ClusterPlan]] = []
+    _RECORDINGS.append(recording)
+    try:
+        yield recording
+    finally:
+        _RECORDINGS.remove(recording)
+
+
 def as_plan(args: "ClusterArgs | Mapping[str, Any] | ClusterDeclaration | ClusterPlan") -> ClusterPlan:
     """Validate any accepted form of the declaration into a plan (raises DeclarationError)."""
     if isinstance(args, ClusterPlan):
@@ -81,9 +102,18 @@ class Cluster(pulumi.ComponentResource):
     """A Slurm cluster on Kubernetes: the cloud layer (GKE, EKS, or an existing cluster) and the Slurm
     layer (StatefulSets, Services, ConfigMaps, storage) as its two children.
 
-    ``args`` is the cluster declaration: a :class:`~slonk_infra.declaration.args.ClusterArgs` dict (snake_case
-    or camelCase keys), the pydantic :class:`~slonk_infra.declaration.model.ClusterDeclaration`, or an already
-    built :class:`~slonk_infra.plan.ClusterPlan`.
+    Outputs (each a ``pulumi.Output`` attribute; registered under the camelCase names):
+
+    - ``cluster_name`` (``clusterName``): Slurm ClusterName, and the GKE / EKS cluster's name.
+    - ``namespace``: the Kubernetes namespace holding every Slurm object.
+    - ``login_address`` (``loginAddress``): where to ``ssh``: the login Service's LoadBalancer hostname or
+      IP, else its ClusterIP.
+    - ``controller_host`` (``controllerHost``): cluster DNS name of the (primary) slurmctld.
+    - ``kubeconfig``: (secret) kubeconfig of a GKE / EKS cluster this component created, with exec-plugin
+      auth and no credential inside; empty when an existing cluster is used.
+    - ``node_pools`` (``nodePools``): the node pool (GKE) / node group (EKS) name per worker group.
+    - ``slurm_files`` (``slurmFiles``): the rendered Slurm files (slurm.conf, gres.conf, cgroup.conf,
+      topology, ``scripts/*``) by path relative to /etc/slurm.
     """
 
     cluster_name: pulumi.Output[str]
@@ -110,9 +140,50 @@ class Cluster(pulumi.ComponentResource):
         args: "ClusterArgs | Mapping[str, Any] | ClusterDeclaration | ClusterPlan",
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """Validate the declaration completely, then declare the cloud layer and the Slurm layer under this component.
+
+        Arguments:
+
+        - ``name``: the component's name; every child's name starts with it (``<name>-cluster``, ...).
+        - ``args``: the cluster declaration (the object a stack file holds under ``slonk-infra:cluster``) as
+          a :class:`~slonk_infra.declaration.args.ClusterArgs` dict (camelCase or snake_case keys), a
+          :class:`~slonk_infra.declaration.model.ClusterDeclaration`, or a :class:`~slonk_infra.plan.ClusterPlan`
+          from :func:`slonk_infra.build_plan`. The fields that name existing cloud objects may be Pulumi
+          Outputs (a VPC made in the same program, a StackReference output): ``gcp.project``,
+          ``gcp.network``, ``gcp.subnetwork``, ``aws.vpcId``, each of ``aws.subnetIds``, ``aws.nodeRoleArn``,
+          ``reservation.name`` of pools and TPU slices, ``kubernetes.kubeconfig`` and ``kubernetes.context``.
+        - ``opts``: Pulumi resource options of the component (parent, providers, transforms, ...).
+
+        A bad declaration raises :class:`~slonk_infra.declaration.errors.DeclarationError` listing every
+        problem by field, before any resource is declared. Besides the outputs, ``plan`` (the validated
+        :class:`~slonk_infra.plan.ClusterPlan`), ``cloud`` and ``slurm`` (the two child components) are public.
+
+        Example, on AWS in a VPC the same program creates::
+
+            import pulumi
+            import pulumi_aws as aws
+            import slonk_infra
+
+            vpc = aws.ec2.Vpc("net", cidr_block="10.0.0.0/16")
+            subnet = aws.ec2.Subnet("gpu", vpc_id=vpc.id, cidr_block="10.0.0.0/20", availability_zone="us-east-1a")
+            cluster = slonk_infra.Cluster("research", {
+                "name": "research", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
+                "aws": {"vpcId": vpc.id, "subnetIds": [subnet.id], "adminRoleArns": [admin_role_arn]},
+                "kubernetes": {"create": True},
+                "image": {"reference": image_with_digest, "cudaVersion": "12.8", "slurmVersion": "25.05"},
+                "pools": [{"name": "h100", "kind": "gpu", "accelerator": {"type": "h100", "count": 8}, "nodes": 2}],
+                "storage": [{"name": "home", "kind": "efs", "mountPath": "/home"}],
+            })
+            pulumi.export("login", cluster.login_address)
+        """
         # The plan is built before the component registers, so a bad declaration declares nothing.
         self.plan: ClusterPlan = as_plan(args)
         super().__init__(tokens.CLUSTER, name, None, opts)
+        for recording in _RECORDINGS:
+            recording.append((name, self.plan))
+        # What deploys but is probably a mistake shows in `pulumi preview`/`up` as it does in the CLI.
+        for warning in self.plan.warnings:
+            pulumi.log.warn(f"{self.plan.name}: {warning}", resource=self)
         child = pulumi.ResourceOptions(parent=self)
         self.cloud: CloudComponent = deploy_cloud(self.plan, child, name=name)
         result = self.cloud.result

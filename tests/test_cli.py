@@ -163,7 +163,7 @@ def test_policy_config_default_is_packaged_and_the_pack_reads_the_same_file(else
     assert "local: OK - 0 mandatory, 0 advisory violation(s)" in result.output
 
 
-def test_check_groups_repeated_violations_per_policy_and_resource(tmp_path: Path) -> None:
+def test_check_reports_a_shared_wrong_image_once_as_its_root_cause(tmp_path: Path) -> None:
     config = json.loads(DEFAULT_POLICY_CONFIG.read_text())
     shipped = config["uniform-cuda-image"]["image"]
     other = shipped.rsplit("@sha256:", 1)[0] + "@sha256:" + "0" * 64
@@ -176,14 +176,100 @@ def test_check_groups_repeated_violations_per_policy_and_resource(tmp_path: Path
     every = [line for line in listed.output.splitlines() if line.startswith("[mandatory]")]
     lines = [line for line in grouped.output.splitlines() if line.startswith("[mandatory]")]
     # Every Slurm StatefulSet runs the image twice (munged init container and the main container);
-    # slurmrestd's Deployment once.
-    resources = {line.split(" container ")[0].split(" init")[0] for line in every}
+    # slurmrestd's Deployment once. All of them run the stack's one image: one finding, one line.
+    resources = {line.split(" container ")[0].removesuffix(" init") for line in every}
     statefulsets = {r for r in resources if " StatefulSet " in r}
-    assert len(lines) == len(resources)
-    assert len(every) == 2 * len(statefulsets) + len(resources - statefulsets)
-    assert sum(line.endswith("(x2 on this resource; --all lists each)") for line in lines) == len(statefulsets)
+    assert len(every) == len(set(every)) == 2 * len(statefulsets) + len(resources - statefulsets)
+    (line,) = lines
+    assert line.startswith(
+        f"[mandatory] uniform-cuda-image: image {shipped} is not the configured Slurm image {other} "
+        f"({len(every)} violations on {len(resources)} resources: "
+    )
+    assert line.endswith("; --all lists each)")
+    # --all: the same finding, each violation once, by resource URN (slurmrestd's Deployment sorts first).
+    assert "Deployment slurm/slurmrestd container slurmrestd" in every[0]
     verdict = f"gcp: FAILED - {len(every)} mandatory, 0 advisory violation(s)"
     assert verdict in grouped.output and verdict in listed.output
+
+
+@pytest.fixture
+def floating_gcp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project folder whose gcp stack declares the image by tag only (no digest); the current directory."""
+    (tmp_path / "stacks").mkdir()
+    digest = GCP.index("@sha256:")
+    floating = GCP[:digest] + GCP[digest + len("@sha256:") + 64 :]
+    (tmp_path / "stacks" / "Pulumi.gcp.yaml").write_text(floating, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_check_json_output_parses_and_names_the_root_cause(floating_gcp: Path) -> None:
+    result = invoke("check", "gcp", "--format", "json")
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.output)
+    assert report["stack"] == "gcp" and report["passed"] is False
+    assert report["stackFile"] == "stacks/Pulumi.gcp.yaml"
+    assert report["policyConfig"]["source"] == "packaged policy-config.json"
+    assert report["policyConfig"]["path"] == str(DEFAULT_POLICY_CONFIG)
+    assert report["summary"]["mandatory"] == len(report["violations"]) > 2
+    assert [f["message"].split(" is ", 1)[1] for f in report["findings"]] == [
+        "not pinned by digest (@sha256:<64 hex digits>)",
+        "not the configured Slurm image "
+        + json.loads(DEFAULT_POLICY_CONFIG.read_text())["uniform-cuda-image"]["image"],
+    ]
+    assert all(f["rootCause"] and f["policy"] == "uniform-cuda-image" for f in report["findings"])
+    assert {v["resourceType"] for v in report["violations"]} == {
+        "kubernetes:apps/v1:StatefulSet",
+        "kubernetes:apps/v1:Deployment",
+    }
+    assert all(v["urn"].endswith("::" + v["resourceName"]) for v in report["violations"])
+
+
+def test_check_sarif_to_a_file_is_valid_and_points_at_the_stack_file(floating_gcp: Path) -> None:
+    from tests.policy import sarif_schema
+
+    result = invoke("check", "gcp", "--format", "sarif", "--out", "policy.sarif")
+    assert result.exit_code == 1, result.output
+    # Standard output keeps the text report for the CI log.
+    assert result.output.splitlines()[0].startswith("check gcp: ")
+    assert result.output.endswith(
+        "gcp: FAILED - 30 mandatory, 0 advisory violation(s)\nsarif report written to policy.sarif\n"
+    )
+    log = json.loads((floating_gcp / "policy.sarif").read_text(encoding="utf-8"))
+    assert sarif_schema.errors(log) == []
+    (run,) = log["runs"]
+    assert run["tool"]["driver"]["name"] == "slonk-infra"
+    assert run["tool"]["driver"]["version"] == importlib.metadata.version("slonk-infra")
+    assert len(run["results"]) == 2
+    reference_line = GCP.splitlines().index(next(line for line in GCP.splitlines() if "reference:" in line)) + 1
+    for item in run["results"]:
+        physical = item["locations"][0]["physicalLocation"]
+        assert physical["artifactLocation"] == {"uri": "stacks/Pulumi.gcp.yaml", "uriBaseId": "%SRCROOT%"}
+        assert physical["region"] == {"startLine": reference_line}
+        assert {loc["kind"] for loc in item["locations"][0]["logicalLocations"]} == {"resource"}
+
+
+def test_a_teams_own_registry_and_digest_pass_through_policy_config(tmp_path: Path) -> None:
+    """docs/policies.md: copy the packaged file, change the image settings, point the stacks and --policy-config at it."""
+    own = "europe-docker.pkg.dev/acme-ml/slurm/slurm-cuda:25.05.3-cuda12.8.1@sha256:" + "ab" * 32
+    config = json.loads(DEFAULT_POLICY_CONFIG.read_text())
+    config["uniform-cuda-image"] |= {"image": own, "allowedRegistries": ["europe-docker.pkg.dev/acme-ml"]}
+    (tmp_path / "my-policy.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    shipped = json.loads(DEFAULT_POLICY_CONFIG.read_text())["uniform-cuda-image"]["image"]
+    assert shipped in GCP
+    (tmp_path / "Pulumi.gcp.yaml").write_text(GCP.replace(shipped, own), encoding="utf-8")
+    result = invoke("check", str(tmp_path / "Pulumi.gcp.yaml"), "--policy-config", str(tmp_path / "my-policy.json"))
+    assert result.exit_code == 0, result.output
+    assert f"({tmp_path / 'my-policy.json'})" in result.output.splitlines()[0]
+    assert "gcp: OK - 0 mandatory" in result.output
+
+
+def test_check_help_points_at_policy_config_not_at_the_package() -> None:
+    result = invoke("check", "--help")
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "--format [text|json|sarif]" in text and "--out FILE" in text
+    assert "a copy of the packaged policy-config.json" in text
 
 
 def test_rendered_munge_key_secret_shows_its_key_name_and_no_wire_envelope(tmp_path: Path) -> None:

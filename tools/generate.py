@@ -3,14 +3,18 @@
     python tools/generate.py            # rewrite the generated files that are stale
     python tools/generate.py --check    # write nothing; name the stale files and exit 1
 
-Both files derive from the pydantic declaration (``slonk_infra/declaration/model.py``), in this order:
+Every file derives from the pydantic declaration (``slonk_infra/declaration/model.py``), in this order:
 
 - ``slonk_infra/declaration/args.py``: its ``TypedDict`` mirror (:mod:`slonk_infra.declaration.typegen`),
   formatted by ruff with the project's settings, so ``ruff format --check`` agrees with the file;
 - ``components/schema.json``: the cross-language package schema, which Pulumi's analyzer builds from that
-  mirror as the component provider does (``components/provider.py``).
+  mirror as the component provider does (``components/provider.py``);
+- ``docs/declaration.md``: the field reference (:mod:`slonk_infra.declaration.reference`), whose examples
+  are taken from the shipped stack files (``stacks/``, ``examples/``), so editing one may change it too;
+- ``docs/stack.schema.json``: the JSON Schema of a stack file, which the shipped stacks name on their
+  first line for editors (the same module).
 
-The schema is read from the mirror as imported, so it is built after ``args.py`` is written, in an
+The component schema is read from the mirror as imported, so it is built after ``args.py`` is written, in an
 interpreter that had not imported the mirror before: run this as a command, not from a process that has
 loaded :mod:`slonk_infra.cluster`. ``tests/declaration/test_generated.py`` fails while any file is stale.
 
@@ -24,11 +28,16 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMAND = "python tools/generate.py"
 TYPED_ARGS = "slonk_infra/declaration/args.py"
 SCHEMA = "components/schema.json"
+REFERENCE = "docs/declaration.md"
+STACK_SCHEMA = "docs/stack.schema.json"
+# The shipped stack files; the reference takes its examples from them, in this order.
+STACK_FOLDERS = ("stacks", "examples")
 
 if str(ROOT) not in sys.path:
     # Run as a script, only tools/ is on the path; ``components`` imports from the repository root.
@@ -56,8 +65,35 @@ def schema() -> str:
     return provider.render()
 
 
+def shipped_stacks() -> list[tuple[str, dict[str, Any]]]:
+    """``(repository-relative path, raw declaration)`` of every shipped stack file."""
+    from slonk_infra.declaration.stacks import load_declaration
+
+    paths = [p for folder in STACK_FOLDERS for p in sorted((ROOT / folder).glob("Pulumi.*.yaml"))]
+    return [(p.relative_to(ROOT).as_posix(), load_declaration(str(p))) for p in paths]
+
+
+def reference() -> str:
+    """``declaration.md``'s text: every field, with examples from the shipped stacks."""
+    from slonk_infra.declaration.reference import reference_markdown
+
+    return reference_markdown(shipped_stacks())
+
+
+def stack_schema() -> str:
+    """``stack.schema.json``'s text."""
+    from slonk_infra.declaration.reference import stack_schema_text
+
+    return stack_schema_text()
+
+
 # Repository-relative path -> its text. Dict order is the order of writing: the schema reads the mirror.
-GENERATED: dict[str, Callable[[], str]] = {TYPED_ARGS: typed_args, SCHEMA: schema}
+GENERATED: dict[str, Callable[[], str]] = {
+    TYPED_ARGS: typed_args,
+    SCHEMA: schema,
+    REFERENCE: reference,
+    STACK_SCHEMA: stack_schema,
+}
 
 
 def stale(root: Path = ROOT) -> list[str]:

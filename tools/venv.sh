@@ -2,8 +2,9 @@
 # Makes (or updates) the project's virtual environment and installs slonk-infra into it, editable, at the
 # exact versions of constraints.txt, so pip never resolves or backtracks. Never touches the system Python
 # (Debian's python3 refuses that anyway: PEP 668).
-#   bash tools/venv.sh            # ./.venv with the package (what the README's quick start runs)
+#   bash tools/venv.sh            # ./.venv with the package and both clouds' SDKs (the README's quick start)
 #   bash tools/venv.sh test       # ... plus the test tools (what tools/test.sh runs)
+#   bash tools/venv.sh gcp        # the package with one cloud's SDK (extras: gcp, aws, all, test)
 # PYTHON picks the interpreter (default: python3); SLONK_VENV the folder (default: .venv, which Pulumi.yaml
 # names too). On Debian the venv module's pip bootstrap is the separate python3-venv package: as root it is
 # installed with apt-get when missing.
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
 VENV="${SLONK_VENV:-.venv}"
-EXTRAS="${1:-}"
+EXTRAS="${1:-all}"
 
 make_venv() { "$PYTHON" -m venv "$VENV"; }
 
@@ -33,4 +34,17 @@ if ! "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1; then
 fi
 
 echo "tools/venv.sh: installing slonk-infra${EXTRAS:+[$EXTRAS]} into $VENV at the versions pinned in constraints.txt"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".${EXTRAS:+[$EXTRAS]}"
+# A first install fetches hundreds of MiB for a minute or more: one line per package fetched shows it
+# moving. pip's whole output is kept and shown only if it fails.
+log="$(mktemp)"
+start=$SECONDS
+if ! "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -c constraints.txt \
+  -e ".${EXTRAS:+[$EXTRAS]}" 2>&1 | tee "$log" |
+  awk '/^Collecting /{n++; printf "tools/venv.sh:   %3d %s\n", n, $2; fflush()}'; then
+  cat "$log" >&2
+  rm -f "$log"
+  echo "tools/venv.sh: pip failed (its output above)" >&2
+  exit 1
+fi
+rm -f "$log"
+echo "tools/venv.sh: ready in $((SECONDS - start)) s"

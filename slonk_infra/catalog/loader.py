@@ -4,7 +4,8 @@ Everything hardware-shaped that the library derives (Slurm CPUs/memory/GRES, Kub
 limits, node labels, EFA counts, TPU slice sizes) comes from here, and so do the cloud facts the
 plan checks against: node allocatable models and DaemonSet reservations (:mod:`.nodes`),
 GPU fabrics (:mod:`.fabrics`), storage limits and classes (:mod:`.storage`) and
-cluster-level settings (:mod:`.platform`); the types themselves are in :mod:`.machines`. The data lives in ``slonk_infra/data/*.yaml``
+cluster-level settings (:mod:`.platform`), regions, zones and where accelerators are offered
+(:mod:`.regions`); the types themselves are in :mod:`.machines`. The data lives in ``slonk_infra/data/*.yaml``
 with the source of every figure; these modules only type and index it.
 """
 
@@ -22,6 +23,7 @@ from slonk_infra.catalog.fabrics import Fabric
 from slonk_infra.catalog.machines import MachineType, TpuGeneration
 from slonk_infra.catalog.nodes import DaemonSetProfile, DaemonSetReservation, NodeModel, daemonset_reservation
 from slonk_infra.catalog.platform import Platform, TpuMultihostEnv
+from slonk_infra.catalog.regions import Locations
 from slonk_infra.catalog.storage import StorageFacts
 from slonk_infra.catalog.types import CLOUDS, Cloud, PoolKind
 
@@ -40,6 +42,7 @@ class Catalog:
     storage: StorageFacts
     platform: Platform
     tpu_env: TpuMultihostEnv
+    locations: Locations
 
     def node_model(self, machine: MachineType) -> NodeModel:
         """The allocatable model of the machine's cloud."""
@@ -147,6 +150,7 @@ def load_catalog() -> Catalog:
         storage=StorageFacts.model_validate(_load_yaml("storage.yaml")),
         platform=Platform.model_validate(_load_yaml("platform.yaml")),
         tpu_env=TpuMultihostEnv.model_validate(tpu_data["multihost_env"]),
+        locations=Locations.model_validate(_load_yaml("regions.yaml")),
     )
     _cross_check(catalog)
     return catalog

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from slonk_infra import plan as _plan
 from slonk_infra.catalog import Catalog
 from slonk_infra.clouds import registry
+from slonk_infra.clouds.registry import MissingExtraError, require_sdk
 from slonk_infra.declaration.model import ClusterDeclaration
 from slonk_infra.lazy import lazy_getattr
 from slonk_infra.plan import ClusterPlan
@@ -34,7 +35,15 @@ if TYPE_CHECKING:
 
     from slonk_infra.clouds.common import CloudComponent
 
-__all__ = ["CloudComponent", "Deployer", "build_plan", "deploy_cloud", "deployer_of"]
+__all__ = [
+    "CloudComponent",
+    "Deployer",
+    "MissingExtraError",
+    "build_plan",
+    "deploy_cloud",
+    "deployer_of",
+    "require_sdk",
+]
 
 # The component base loads the Pulumi SDKs; imported on first use.
 __getattr__ = lazy_getattr(__name__, {"CloudComponent": "slonk_infra.clouds.common"})
@@ -55,7 +64,12 @@ def build_plan(raw: Mapping[str, Any] | ClusterDeclaration, catalog: Catalog | N
 
 
 def deployer_of(cloud: str) -> Deployer:
-    """The component class that deploys target ``cloud`` (imports its module, and so its SDK, now)."""
+    """The component class that deploys target ``cloud`` (imports its module, and so its SDK, now).
+
+    Raises :class:`~slonk_infra.clouds.registry.MissingExtraError` naming the extra to install when the
+    target's SDK is missing.
+    """
+    registry.require_sdk(cloud)
     module, _, name = registry.target(cloud).deployer.partition(":")
     deployer: Deployer = getattr(importlib.import_module(module), name)
     return deployer

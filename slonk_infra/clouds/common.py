@@ -11,7 +11,7 @@ import pulumi_kubernetes as k8s
 
 from slonk_infra.binding import CloudResult
 from slonk_infra.clouds import rules
-from slonk_infra.declaration.model import KubernetesSpec, StorageSpec, Taint
+from slonk_infra.declaration.model import StorageSpec, Taint
 from slonk_infra.plan import ClusterPlan, naming
 from slonk_infra.vocab import SYSTEM_ROLE, SYSTEM_ROLE_LABEL
 
@@ -58,18 +58,30 @@ def exec_kubeconfig(cluster: str, server: str, ca_data: str, exec_config: Mappin
     return json.dumps(config, sort_keys=True)
 
 
-def existing_cluster_provider(name: str, spec: KubernetesSpec, opts: pulumi.ResourceOptions) -> k8s.Provider:
-    """A Kubernetes provider for a cluster this program does not create.
+def existing_cluster_provider(name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions) -> k8s.Provider:
+    """A Kubernetes provider for a cluster this program does not create (the plan's ``kubernetes`` settings).
 
     Both settings are optional: without ``kubeconfig`` the provider reads ``$KUBECONFIG`` or
     ``~/.kube/config`` on the deployer's machine; without ``context`` it uses the current one. The
-    path is passed on verbatim, so the stack does not record where one person keeps the file.
+    path is passed on verbatim, so the stack does not record where one person keeps the file. Either may
+    be a Pulumi Output of the program (another stack's kubeconfig), which the provider receives as is.
     """
+    spec = plan.declaration.kubernetes
     return k8s.Provider(
         name,
-        k8s.ProviderArgs(kubeconfig=spec.kubeconfig, context=spec.context),
+        k8s.ProviderArgs(kubeconfig=plan.pulumi_input(spec.kubeconfig), context=plan.pulumi_input(spec.context)),
         opts=opts,
     )
+
+
+def concat(*parts: pulumi.Input[str]) -> pulumi.Input[str]:
+    """The parts joined: a plain string when every part is one, else an Output (a part was a program's Output).
+
+    Plain declarations keep plain resource inputs, exactly as before Outputs were accepted.
+    """
+    if all(isinstance(part, str) for part in parts):
+        return "".join(str(part) for part in parts)
+    return pulumi.Output.concat(*parts)
 
 
 class CloudComponent(pulumi.ComponentResource):

@@ -9,6 +9,7 @@ the new ``cloud`` value and the descriptor provides everything it must.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 
 from slonk_infra.clouds.target import CloudTarget
 
@@ -32,3 +33,22 @@ def target(cloud: str) -> CloudTarget:
 def targets() -> dict[str, CloudTarget]:
     """Every registered target's descriptor, by ``cloud`` value, in registry order."""
     return {cloud: target(cloud) for cloud in TARGETS}
+
+
+class MissingExtraError(RuntimeError):
+    """A stack's cloud needs a provider SDK that is not installed (one optional extra per cloud)."""
+
+
+def require_sdk(cloud: str) -> None:
+    """Raise :class:`MissingExtraError` with the install line when ``cloud``'s provider SDK is missing.
+
+    Checked before the deployer is imported, so a one-cloud install gets one sentence, not an ImportError
+    from deep inside the adapter.
+    """
+    found = target(cloud)
+    missing = [m for m in found.sdk_modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise MissingExtraError(
+            f"cloud: {cloud} needs {', '.join(missing)}, which is not installed; install the {found.extra!r} "
+            f"extra: pip install 'slonk-infra[{found.extra}]' (in a checkout: bash tools/venv.sh)"
+        )

@@ -58,3 +58,8 @@ class CloudTarget:
     its own: true where a LoadBalancer faces the internet."""
     policy_types: PolicyTypes
     """The target's resource types the policy pack must recognize."""
+    sdk_modules: tuple[str, ...] = ()
+    """The provider SDK modules its deployer imports (``pulumi_gcp``); none for a target that needs only
+    Kubernetes."""
+    extra: str | None = None
+    """The package extra that installs them (``slonk-infra[gcp]``)."""

@@ -2,11 +2,14 @@
 
 Generated from :mod:`slonk_infra.declaration.model` by ``python tools/generate.py``; a test fails when this
 file is stale. Pydantic validates the values (allowed literals, ranges, cross-field rules)
-when :class:`slonk_infra.Cluster` is constructed.
+when :class:`slonk_infra.Cluster` is constructed. Fields typed ``pulumi.Input`` also take a Pulumi
+Output (see :mod:`slonk_infra.declaration.inputs`).
 """
 
 # No ``from __future__ import annotations``: Pulumi's component analyzer reads these annotations.
 from typing import NotRequired, TypedDict
+
+import pulumi
 
 
 class KubernetesArgs(TypedDict):
@@ -14,9 +17,9 @@ class KubernetesArgs(TypedDict):
 
     create: NotRequired[bool]
     """Create a GKE/EKS cluster (false: use an existing one). Default: False."""
-    kubeconfig: NotRequired[str]
-    """Kubeconfig path for an existing cluster."""
-    context: NotRequired[str]
+    kubeconfig: NotRequired[pulumi.Input[str]]
+    """Kubeconfig (a path, or its contents) of an existing cluster."""
+    context: NotRequired[pulumi.Input[str]]
     """Kubeconfig context for an existing cluster."""
     version: NotRequired[str]
     """Kubernetes minor version of a created cluster. Default: 1.33."""
@@ -49,7 +52,7 @@ class AcceleratorRequestArgs(TypedDict):
 class ReservationArgs(TypedDict):
     """Capacity to consume: a named reservation (GCP) or capacity reservation / block (AWS)."""
 
-    name: str
+    name: pulumi.Input[str]
     """Reservation name (GCP) or capacity reservation id (AWS)."""
     capacity_block: NotRequired[bool]
     """AWS: the reservation is a Capacity Block. Default: False."""
@@ -217,11 +220,11 @@ class ControllerArgs(TypedDict):
 class GcpArgs(TypedDict):
     """GCP settings."""
 
-    project: str
+    project: pulumi.Input[str]
     """GCP project id."""
-    network: NotRequired[str]
+    network: NotRequired[pulumi.Input[str]]
     """VPC network. Default: default."""
-    subnetwork: NotRequired[str]
+    subnetwork: NotRequired[pulumi.Input[str]]
     """Subnetwork for nodes."""
     release_channel: NotRequired[str]
     """GKE release channel. One of: RAPID, REGULAR, STABLE, EXTENDED. Default: REGULAR."""
@@ -230,11 +233,11 @@ class GcpArgs(TypedDict):
 class AwsArgs(TypedDict):
     """AWS settings."""
 
-    vpc_id: str
+    vpc_id: pulumi.Input[str]
     """VPC id."""
-    subnet_ids: list[str]
+    subnet_ids: list[pulumi.Input[str]]
     """Private subnets; GPU groups use the first."""
-    node_role_arn: NotRequired[str]
+    node_role_arn: NotRequired[pulumi.Input[str]]
     """Existing node IAM role (else one is created)."""
     admin_role_arns: NotRequired[list[str]]
     """Principals given cluster admin access."""

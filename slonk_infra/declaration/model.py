@@ -4,7 +4,8 @@ This is the single source of truth. Everything else (node pools, StatefulSets, S
 topology, policies) is derived from a validated :class:`ClusterDeclaration` through
 :mod:`slonk_infra.plan`. Field names are camelCase in YAML (Pulumi config style) and snake_case
 in Python. Checks that need only one field live here; checks that need the catalog or the whole
-declaration live in :mod:`slonk_infra.plan`.
+declaration live in :mod:`slonk_infra.plan`. Fields typed :data:`CloudRef`
+name an existing cloud object and may be given as a Pulumi Output (:mod:`slonk_infra.declaration.inputs`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
@@ -82,6 +84,17 @@ def _image(value: str) -> str:
 
 
 PoolName = Annotated[str, _dns_label(MAX_POOL_NAME)]
+
+
+@dataclass(frozen=True)
+class AcceptsOutput:
+    """The mark of a field that a program may give as a Pulumi Output (:mod:`slonk_infra.declaration.inputs`)."""
+
+
+ACCEPTS_OUTPUT = AcceptsOutput()
+CloudRef = Annotated[str, ACCEPTS_OUTPUT]
+"""A string naming an existing cloud object (a project, VPC, subnet, reservation, kubeconfig); a program may
+give it as a Pulumi Output, held as a stand-in through validation (:mod:`slonk_infra.declaration.inputs`)."""
 Version = Annotated[str, AfterValidator(_version)]
 
 
@@ -95,8 +108,10 @@ class KubernetesSpec(Model):
     """Where the Slurm cluster's Kubernetes objects go."""
 
     create: bool = Field(default=False, description="Create a GKE/EKS cluster (false: use an existing one).")
-    kubeconfig: str | None = Field(default=None, description="Kubeconfig path for an existing cluster.")
-    context: str | None = Field(default=None, description="Kubeconfig context for an existing cluster.")
+    kubeconfig: CloudRef | None = Field(
+        default=None, description="Kubeconfig (a path, or its contents) of an existing cluster."
+    )
+    context: CloudRef | None = Field(default=None, description="Kubeconfig context for an existing cluster.")
     version: Version = Field(default="1.33", description="Kubernetes minor version of a created cluster.")
     namespace: Annotated[str, _dns_label(63)] = Field(
         default="slurm", description="Namespace holding every Slurm object."
@@ -130,7 +145,7 @@ class Taint(Model):
 class Reservation(Model):
     """Capacity to consume: a named reservation (GCP) or capacity reservation / block (AWS)."""
 
-    name: str = Field(min_length=1, description="Reservation name (GCP) or capacity reservation id (AWS).")
+    name: CloudRef = Field(min_length=1, description="Reservation name (GCP) or capacity reservation id (AWS).")
     capacity_block: bool = Field(default=False, description="AWS: the reservation is a Capacity Block.")
 
 
@@ -362,9 +377,9 @@ class ControllerSpec(Model):
 class GcpSpec(Model):
     """GCP settings."""
 
-    project: str = Field(min_length=1, description="GCP project id.")
-    network: str = Field(default="default", description="VPC network.")
-    subnetwork: str | None = Field(default=None, description="Subnetwork for nodes.")
+    project: CloudRef = Field(min_length=1, description="GCP project id.")
+    network: CloudRef = Field(default="default", description="VPC network.")
+    subnetwork: CloudRef | None = Field(default=None, description="Subnetwork for nodes.")
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = Field(
         default="REGULAR", description="GKE release channel."
     )
@@ -373,9 +388,9 @@ class GcpSpec(Model):
 class AwsSpec(Model):
     """AWS settings."""
 
-    vpc_id: str = Field(min_length=1, description="VPC id.")
-    subnet_ids: list[str] = Field(min_length=1, description="Private subnets; GPU groups use the first.")
-    node_role_arn: str | None = Field(default=None, description="Existing node IAM role (else one is created).")
+    vpc_id: CloudRef = Field(min_length=1, description="VPC id.")
+    subnet_ids: list[CloudRef] = Field(min_length=1, description="Private subnets; GPU groups use the first.")
+    node_role_arn: CloudRef | None = Field(default=None, description="Existing node IAM role (else one is created).")
     admin_role_arns: list[str] = Field(default_factory=list, description="Principals given cluster admin access.")
 
 
@@ -460,10 +475,13 @@ def parse_declaration(raw: Mapping[str, Any] | ClusterDeclaration) -> ClusterDec
 
 
 __all__ = [
+    "ACCEPTS_OUTPUT",
     "AcceleratorRequest",
+    "AcceptsOutput",
     "AwsClusterDeclaration",
     "AwsSpec",
     "Cloud",
+    "CloudRef",
     "ClusterDeclaration",
     "ControllerSpec",
     "GcpClusterDeclaration",

@@ -8,7 +8,9 @@ regenerates it (formatted by ruff) together with the component schema built from
 
 Mapping: ``Literal`` becomes ``str`` (its allowed values go into the docstring; pydantic still checks
 them), a field with a default or ``None`` becomes ``NotRequired``, nested models become their own
-``...Args`` types. Keys are the Python (snake_case) names; the schema and YAML use camelCase.
+``...Args`` types, and a field that accepts a Pulumi Output (:mod:`slonk_infra.declaration.inputs`)
+becomes ``pulumi.Input[...]``, which the schema turns into a non-plain property. Keys are the Python
+(snake_case) names; the schema and YAML use camelCase.
 """
 
 from __future__ import annotations
@@ -20,17 +22,21 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from slonk_infra.declaration.inputs import accepts_output
 from slonk_infra.declaration.model import ClusterDeclaration
 
 HEADER = '''"""The cluster declaration as ``TypedDict`` types (generated: do not edit).
 
 Generated from :mod:`slonk_infra.declaration.model` by ``python tools/generate.py``; a test fails when this
 file is stale. Pydantic validates the values (allowed literals, ranges, cross-field rules)
-when :class:`slonk_infra.Cluster` is constructed.
+when :class:`slonk_infra.Cluster` is constructed. Fields typed ``pulumi.Input`` also take a Pulumi
+Output (see :mod:`slonk_infra.declaration.inputs`).
 """
 
 # No ``from __future__ import annotations``: Pulumi's component analyzer reads these annotations.
 from typing import NotRequired, TypedDict
+
+import pulumi
 '''
 
 
@@ -75,7 +81,9 @@ class _Generator:
                 self.visit(nested)
         self.order.append(model)
 
-    def py_type(self, annotation: Any) -> str:
+    def py_type(self, annotation: Any, metadata: tuple[Any, ...] = ()) -> str:
+        if accepts_output(annotation, metadata):
+            return f"pulumi.Input[{self.py_type(_unwrap(annotation)[0])}]"
         inner, _ = _unwrap(annotation)
         if _literal_values(inner) is not None:
             return "str"
@@ -91,7 +99,7 @@ class _Generator:
         raise TypeError(f"no TypedDict mapping for {inner!r}")
 
     def field(self, name: str, info: FieldInfo) -> list[str]:
-        typ = self.py_type(info.annotation)
+        typ = self.py_type(info.annotation, tuple(info.metadata))
         _, optional = _unwrap(info.annotation)
         required = info.is_required() and not optional
         line = f"    {name}: {typ}" if required else f"    {name}: NotRequired[{typ}]"

@@ -2,8 +2,10 @@
 
 :data:`FAKE_OUTPUTS` gives, per resource type, the outputs the adapters read back (cluster endpoints,
 Filestore IPs, FSx DNS names, role ARNs...) and the id when one is read; every other resource echoes its
-inputs. Values that exist only after deployment are :func:`after_deploy` placeholders. :data:`FAKE_CALLS`
-answers the provider functions (invokes) the adapters call. Kubernetes objects echo nothing back.
+inputs. Values that exist only after deployment are :func:`after_deploy` placeholders, the id of a
+resource the table does not list among them (a VPC or subnet a user's program creates: what it feeds into
+the cluster shows as known after deploy). :data:`FAKE_CALLS` answers the provider functions (invokes) the
+adapters call. Kubernetes objects echo nothing back.
 """
 
 from __future__ import annotations
@@ -124,7 +126,12 @@ class FakeClouds(pulumi.runtime.Mocks):
         state = dict(args.inputs)
         state.setdefault("name", args.name)
         fake = FAKE_OUTPUTS.get(typ, Fake())
-        rid = fake.id(args.name, state) if fake.id else f"{args.name}-id"
+        if fake.id:
+            rid = fake.id(args.name, state)
+        elif typ.startswith("pulumi:providers:"):
+            rid = f"{args.name}-id"  # a provider reference is "<urn>::<id>": a plain id keeps it parseable
+        else:
+            rid = after_deploy(f"{args.name}.id")
         state.update(fake.outputs(args.name, state))
         return rid, state
 

@@ -3,6 +3,11 @@
 No CLI, no cloud, no cluster. Every resource the program registers is recorded with its inputs and
 options; Kubernetes objects are written as YAML, cloud resources as JSON, the Slurm files as they
 are. Values that only exist after deployment (IPs, endpoints, ids) appear as ``<known after deploy: ...>``.
+
+The program is slonk-infra's own or a user's (``--program``): a user's runs under its own project name
+(``name:`` of its ``Pulumi.yaml``), so ``pulumi.Config()`` reads its keys from the stack file as under
+``pulumi up``; its exports are written to ``outputs.json``; and the summary describes the plan each
+:class:`slonk_infra.Cluster` of the run was built with, not a declaration in the stack file.
 """
 
 from __future__ import annotations
@@ -14,15 +19,17 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from slonk_infra import vocab
-from slonk_infra.declaration.stacks import CONFIG_KEY, PROJECT
+from slonk_infra.declaration.errors import StackFileError
+from slonk_infra.declaration.stacks import PROJECT, PROJECT_FILE
 from slonk_infra.offline.runner import (
+    RESOURCE_SIG,
     SECRET_PLACEHOLDER,
     SECRET_SIG,
     SECRET_SIG_KEY,
@@ -44,7 +51,12 @@ class ProgramRun:
     registrations: list[Registration]
     seconds: float
     plan: ClusterPlan | None = None
+    """The plan of the run's one Cluster (None when it built none, or several: see ``plans``)."""
     transforms_run: int = 0
+    plans: dict[str, ClusterPlan] = field(default_factory=dict)
+    """The plan each :class:`slonk_infra.Cluster` of the run was built with, by component name."""
+    outputs: dict[str, Any] = field(default_factory=dict)
+    """The program's exports, unknowns and secrets as placeholders, by name."""
 
     def transforms_note(self) -> str:
         """One line on resource transforms: offline runs apply them as ``pulumi preview`` does."""
@@ -136,6 +148,50 @@ def _clean(value: Any, secret: bool = False) -> Any:
     return SECRET_PLACEHOLDER if secret and value is not None else value
 
 
+def clean_exports(exports: Mapping[str, Any]) -> dict[str, Any]:
+    """Exports in wire form as a person reads them: secrets and unknowns as placeholders, resources by URN.
+
+    Keys are sorted at every level: the wire form keeps no order, and a render must not change between runs.
+    """
+    cleaned: dict[str, Any] = _clean(_resource_urns(dict(exports)))
+    return cleaned
+
+
+def _resource_urns(value: Any) -> Any:
+    # An exported resource travels as a reference envelope; its URN says which resource it is.
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG_KEY) == RESOURCE_SIG:
+            return value.get("urn", "")
+        if value.get(SECRET_SIG_KEY) == SECRET_SIG:
+            return {**value, "value": _resource_urns(value.get("value"))}
+        return {k: _resource_urns(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_resource_urns(v) for v in value]
+    return value
+
+
+def program_project(path: Path) -> str:
+    """The project a program file runs under: ``name:`` of the nearest ``Pulumi.yaml`` in its folder or
+    above, as the Pulumi CLI finds it; ``slonk-infra`` when there is none (a lone file using our program)."""
+    folder = path.resolve().parent
+    for directory in (folder, *folder.parents):
+        for file in (directory / PROJECT_FILE, directory / "Pulumi.yml"):
+            if file.is_file():
+                return _project_name(file)
+    return PROJECT
+
+
+def _project_name(file: Path) -> str:
+    try:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise StackFileError(f"{file}: cannot be read as a Pulumi project file: {err}") from None
+    name = data.get("name") if isinstance(data, dict) else None
+    if not isinstance(name, str) or not name:
+        raise StackFileError(f"{file}: a Pulumi project file needs 'name:' (the project name config keys start with)")
+    return name
+
+
 def program_file(path: Path) -> Callable[[], Any]:
     """A Pulumi program file (a project's ``__main__.py``) as a program to run, as the Pulumi CLI runs it:
     as ``__main__``, with its folder first on ``sys.path``."""
@@ -154,21 +210,41 @@ def program_file(path: Path) -> Callable[[], Any]:
 def run_program(
     stack: str,
     config: Mapping[str, Any],
-    program: Callable[[], Any] | None = None,
+    program: Callable[[], Any] | Path | None = None,
+    *,
+    project: str | None = None,
 ) -> ProgramRun:
-    """Run ``program`` (default: the real one) for ``stack`` with the stack file's ``config`` under mocks."""
-    from slonk_infra.clouds import build_plan
+    """Run ``program`` for ``stack`` with the stack file's ``config`` under mocks.
+
+    ``program`` is slonk-infra's own (None), a program file (a ``Path``: its project name comes from its
+    ``Pulumi.yaml``, see :func:`program_project`) or a function. ``project`` overrides the project name
+    (default: the file's, else ``slonk-infra``). A config key the program requires and the stack file
+    lacks raises :class:`StackFileError` naming the key.
+    """
+    import pulumi
+
+    from slonk_infra.cluster import recording_plans
     from slonk_infra.program import main
 
+    if isinstance(program, Path):
+        project = project or program_project(program)
+        program = program_file(program)
     wire = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
     # The imported SDKs hold hundreds of thousands of long-lived objects; freezing them keeps the
     # garbage collector from rescanning them on every collection during the run (about 20% of it).
     gc.freeze()
     start = time.perf_counter()
-    run = run_offline(program or main, project=PROJECT, stack=stack, config=wire)
+    try:
+        with recording_plans() as built:
+            run = run_offline(program or main, project=project or PROJECT, stack=stack, config=wire)
+    except pulumi.ConfigMissingError as err:
+        raise StackFileError(
+            f"the program requires config key {err.key!r}, which the stack file does not set under 'config:'"
+        ) from None
     seconds = time.perf_counter() - start
-    plan = build_plan(config[CONFIG_KEY]) if CONFIG_KEY in config else None
-    return ProgramRun(stack, run.registrations, seconds, plan, run.transforms_run)
+    plans = dict(built)
+    plan = next(iter(plans.values())) if len(plans) == 1 else None
+    return ProgramRun(stack, run.registrations, seconds, plan, run.transforms_run, plans, clean_exports(run.exports))
 
 
 def write_render(run: ProgramRun, out_dir: Path) -> dict[str, Any]:
@@ -193,12 +269,18 @@ def write_render(run: ProgramRun, out_dir: Path) -> dict[str, Any]:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
     (cloud_dir / "resources.json").write_text(json.dumps(run.cloud_resources(), indent=2), encoding="utf-8")
+    (out_dir / "outputs.json").write_text(json.dumps(run.outputs, indent=2), encoding="utf-8")
     summary = {
         "stack": run.stack,
         "resources": sum(run.counts().values()),
         "by_type": dict(sorted(run.counts().items())),
         "kubernetes_objects": len(objects),
         "plan": run.plan.summary() if run.plan else {},
+        "clusters": {
+            name: {"cluster": plan.name, "cloud": plan.declaration.cloud, "plan": plan.summary()}
+            for name, plan in run.plans.items()
+        },
+        "outputs": run.outputs,
         "seconds": round(run.seconds, 3),
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")

@@ -15,6 +15,11 @@ runs them as the engine does before it registers a resource: the resource's own 
 ancestor's, then the stack's, each called through the program's callback server over gRPC, so what
 is recorded (and checked by ``slonk-infra check``) is what ``pulumi preview`` would see. Invoke
 transforms (``register_invoke_transform``) are not run offline.
+
+Stack outputs: under the SDK's mocks the root stack registers its outputs when the runtime is set up,
+before the program has exported anything. :func:`run_offline` registers them again once the program has
+run, as the engine receives them at the end of ``pulumi up``, and the monitor keeps them in their wire
+form (secrets in their envelope, unknowns as the sentinel) for the render to mask.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ from typing import Any, Generic, TypeVar
 
 import grpc  # type: ignore[import-untyped]
 import pulumi
+from google.protobuf import json_format  # type: ignore[import-untyped]
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import callback_pb2, callback_pb2_grpc, resource_pb2
+from pulumi.runtime.stack import Stack, massage
 
 # The fake clouds live in their own module; their names stay importable from here.
 from slonk_infra.offline.fake_clouds import (
@@ -46,6 +53,8 @@ T = TypeVar("T")
 UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # Pulumi's wire sentinel for an unknown value
 SECRET_SIG_KEY = rpc._special_sig_key  # the wire envelope of a secret: {SECRET_SIG_KEY: SECRET_SIG, "value": ...}
 SECRET_SIG = rpc._special_secret_sig
+# The wire envelope of a resource reference: {SECRET_SIG_KEY: RESOURCE_SIG, "urn": ..., "id": ...}.
+RESOURCE_SIG = rpc._special_resource_sig
 SECRET_PLACEHOLDER = "<secret: kept in Pulumi state as a secret and in the cluster as a Secret>"
 
 
@@ -131,6 +140,8 @@ class RecordingMonitor(MockMonitor):
         self._own_callbacks: dict[str, list[Any]] = {}
         self._parents: dict[str, str] = {}
         self._channels: dict[str, grpc.Channel] = {}
+        self._stack_urn = ""
+        self.stack_outputs: dict[str, Any] = {}
 
     def RegisterStackTransform(self, request: Any) -> Any:
         self._stack_callbacks.append(request)
@@ -138,7 +149,9 @@ class RecordingMonitor(MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:
         if request.type == "pulumi:pulumi:Stack":
-            return super().RegisterResource(request)  # type: ignore[no-untyped-call]
+            response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+            self._stack_urn = response.urn
+            return response
         own = list(request.transforms)
         request = self._transformed(request)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
@@ -160,6 +173,12 @@ class RecordingMonitor(MockMonitor):
             )
         )
         return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        if request.urn and request.urn == self._stack_urn:
+            # The wire form, as the engine stores it: the render masks secrets and unknowns from it.
+            self.stack_outputs = json_format.MessageToDict(request.outputs)
+        return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]
 
     def _chain(self, request: Any) -> list[Any]:
         """The resource's own transforms, then each ancestor's, then the stack's (the engine's order)."""
@@ -218,6 +237,8 @@ class OfflineRun(Generic[T]):
     resolved: Any
     registrations: list[Registration] = field(default_factory=list)
     transforms_run: int = 0
+    exports: dict[str, Any] = field(default_factory=dict)
+    """The stack outputs the program exported (``pulumi.export``), in wire form (secret envelopes, unknowns)."""
 
     def of_type(self, typ: str) -> list[Registration]:
         """Registrations of one resource type token."""
@@ -279,6 +300,7 @@ def run_offline(
     def body() -> Any:
         value = program()
         holder["value"] = value
+        _register_exports()
         if resolve is None:
             return None
         return pulumi.Output.from_input(resolve(value)).apply(lambda v: holder.__setitem__("resolved", v))
@@ -292,7 +314,15 @@ def run_offline(
         resolved=holder.get("resolved"),
         registrations=monitor.registrations,
         transforms_run=monitor.transforms_run,
+        exports=monitor.stack_outputs,
     )
+
+
+def _register_exports() -> None:
+    """Register the root stack's exports, as the engine receives them when a real program ends."""
+    stack = pulumi.runtime.get_root_resource()
+    if isinstance(stack, Stack) and stack.outputs:
+        stack.register_outputs(massage(stack.outputs, []))
 
 
 __all__ = [
@@ -300,6 +330,7 @@ __all__ = [
     "FAKE_OUTPUTS",
     "FAKE_RANDOM_B64",
     "FAKE_VPC_CIDR",
+    "RESOURCE_SIG",
     "SECRET_PLACEHOLDER",
     "UNKNOWN",
     "Fake",

@@ -109,6 +109,25 @@ def check_cloud(decl: ClusterDeclaration, target: Target, problems: Problems) ->
     problems.items += target.declaration_problems(decl)
 
 
+def check_location(decl: ClusterDeclaration, problems: Problems) -> None:
+    """The region exists and the zone is one of its zones (catalog ``regions.yaml``); local has neither."""
+    locations = load_catalog().locations
+    regions = locations.regions(decl.cloud)
+    if not regions:
+        return
+    if decl.region and decl.region not in regions:
+        problems.add(
+            "region",
+            f"{choice(decl.region, regions, f'{decl.cloud} region')} (regions as of {locations.as_of}: "
+            f"{locations.gcp.regions_source if decl.cloud == 'gcp' else locations.aws.regions_source})",
+        )
+        return
+    if decl.zone and decl.region:
+        zones = locations.zones(decl.cloud, decl.region)
+        if decl.zone not in zones:
+            problems.add("zone", f"{decl.zone!r} is not a zone of region {decl.region}; its zones: {', '.join(zones)}")
+
+
 def check_fabrics(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], problems: Problems) -> None:
     """A GPU pool's fabric (GPUDirect-TCPXO, GPUDirect-RDMA) needs a GKE version that has it (catalog ``fabrics.yaml``).
 
@@ -167,7 +186,10 @@ def check_partitions(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], pr
     if specs is None:
         return
     members = list(groups)
+    # Declared names, not only resolved groups: a pool whose machine type was refused already has its
+    # own error, and partitions naming it must not add a false "not a known pool" each.
     bases = {g.base for g in members} | {g.name for g in members}
+    bases |= {p.name for p in decl.pools} | {s.name for s in decl.tpu_slices}
     names: set[str] = set()
     for i, spec in enumerate(specs):
         if spec.name in names:

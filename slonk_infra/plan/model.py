@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from slonk_infra.catalog import MachineType, load_catalog
 from slonk_infra.catalog.slurm_versions import SlurmVersion
+from slonk_infra.declaration.errors import Problem
 from slonk_infra.declaration.model import ClusterDeclaration, Reservation, Taint
 from slonk_infra.plan import naming
 from slonk_infra.plan.capacity import NodeBudget, NodeShape, node_budget, worker_sidecars
@@ -154,6 +155,21 @@ class ClusterPlan:
     login_source_ranges: tuple[str, ...] | None
     """loadBalancerSourceRanges of the login Service: the declared ranges, else the target's default
     (private ranges where its load balancers could face the internet); None for no restriction."""
+    warnings: tuple[Problem, ...] = ()
+    """What deploys but is probably a mistake (a user without a key, a pool in no partition, ...), by field;
+    the CLI prints them and ``--strict`` refuses them, ``Cluster`` logs them as Pulumi warnings."""
+    pulumi_inputs: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """The Pulumi Outputs the declaration was given (the GCP project, the AWS VPC, ...), by the stand-in
+    string the validated declaration holds in their place (:mod:`slonk_infra.declaration.inputs`); empty
+    for a plain declaration. Read them through :meth:`pulumi_input`."""
+
+    def pulumi_input(self, value: str | None) -> Any:
+        """What a resource input gets for a declaration value: the Output it stands in for, else the value.
+
+        The cloud adapters pass every field that accepts an Output through this, so a resource receives the
+        program's Output (a VPC id created in the same program) rather than the stand-in that was validated.
+        """
+        return self.pulumi_inputs.get(value, value) if value is not None else None
 
     @property
     def name(self) -> str:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from slonk_infra.catalog import CLOUDS, Catalog, MachineType, load_catalog, tpu_vms
 from slonk_infra.catalog.slurm_versions import SlurmVersion
 from slonk_infra.declaration.errors import DeclarationError, Problem, choice, from_validation_error
+from slonk_infra.declaration.inputs import hold_outputs
 from slonk_infra.declaration.model import (
     CLOUD_TAGS,
     ClusterDeclaration,
@@ -26,7 +27,7 @@ from slonk_infra.declaration.model import (
     TpuSliceSpec,
     parse_declaration,
 )
-from slonk_infra.plan import checks, naming
+from slonk_infra.plan import checks, lint, naming
 from slonk_infra.plan.checks import Problems
 from slonk_infra.plan.model import ClusterPlan, Partition, WorkerGroup
 from slonk_infra.plan.target import Target, Targets
@@ -230,6 +231,10 @@ def build_plan(
     raw: Mapping[str, Any] | ClusterDeclaration, *, targets: Targets, catalog: Catalog | None = None
 ) -> ClusterPlan:
     """Validate a declaration (raw stack config or model) for one of ``targets`` and resolve it; raise on any problem."""
+    held: dict[str, Any] = {}
+    if not isinstance(raw, ClusterDeclaration):
+        # Outputs at the fields naming cloud objects are validated as stand-ins; the plan keeps the Outputs.
+        raw, held = hold_outputs(raw)
     try:
         decl = parse_declaration(raw)
     except ValidationError as err:
@@ -251,6 +256,7 @@ def build_plan(
     checks.check_names(decl, groups, problems)
     checks.check_storage(decl, target, problems)
     checks.check_cloud(decl, target, problems)
+    checks.check_location(decl, problems)
     checks.check_operations(decl, problems)
     checks.check_controller(decl, problems)
     checks.check_fabrics(decl, groups, problems)
@@ -259,4 +265,8 @@ def build_plan(
     checks.check_version(decl, version, problems)
     checks.check_partitions(decl, groups, problems)
     problems.raise_if_any()
-    return ClusterPlan(decl, tuple(groups), tuple(partitions(decl, groups)), version, login_source_ranges(decl, target))
+    parts = partitions(decl, groups)
+    warnings = lint.declaration_warnings(decl, groups, parts, cat)
+    return ClusterPlan(
+        decl, tuple(groups), tuple(parts), version, login_source_ranges(decl, target), warnings, pulumi_inputs=held
+    )

@@ -13,7 +13,12 @@ from slonk_infra.clouds.registry import targets
 from slonk_infra.policy.props import get, is_list, is_slurm, items, kind_of, known, pod_spec, worker_group
 from slonk_infra.vocab import CONFIG_MAP as SLURM_CONFIG_MAP
 
-CONFIG_FILE_HINT = "policies/policy-config.json"
+# Where a team's image, registries and digests live: its own copy of the packaged policy-config.json,
+# passed to both runners; never the copy inside the installed package.
+CONFIG_FILE_HINT = (
+    "the policy configuration the check ran with (`slonk-infra check --policy-config FILE`, "
+    "`pulumi preview --policy-pack-config FILE`)"
+)
 STRING_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
 
 # The clouds' own resource types, from every registered target's descriptor (slonk_infra.clouds):

@@ -208,34 +208,10 @@ def _stack_resources(
 def format_report(stack: str, result: CheckResult, config_source: str, group: bool = False) -> str:
     """The CI log text of one check: violations, what to do about them, and a verdict line.
 
-    With ``group``, repeated violations of one policy on one resource are one line (the first message
-    and how many there are); the verdict still counts each.
+    Deduped, grouped by root cause and ordered by the rule of :mod:`slonk_infra.policy.report_formats`.
+    With ``group``, one line per finding (a shared value wrong on many resources is one line); without,
+    every violation on its own line, in the same order.
     """
-    lines = [f"check {stack}: {len(result.policies)} policies on {result.resources} resources ({config_source})"]
-    order = {EnforcementLevel.MANDATORY: 0, EnforcementLevel.ADVISORY: 1}
-    violations = sorted(result.violations, key=lambda v: (order.get(v.level, 2), v.policy))
-    lines += _grouped_lines(violations) if group else [v.line() for v in violations]
-    lines += [f"[not checked] {v.policy}: {v.message}" for v in result.undecided]
-    steps = {p.name: p.remediation_steps for p in result.policies if p.remediation_steps}
-    hinted = [name for name in dict.fromkeys(v.policy for v in violations) if name in steps]
-    if hinted:
-        lines.append("how to fix:")
-        lines += [f"  {name}: {steps[name]}" for name in hinted]
-    verdict = "FAILED" if result.failed else "OK"
-    lines.append(
-        f"{stack}: {verdict} - {len(result.mandatory)} mandatory, {len(result.advisory)} advisory violation(s)"
-    )
-    return "\n".join(lines)
+    from slonk_infra.policy.report_formats import format_text
 
-
-def _grouped_lines(violations: Sequence[Violation]) -> list[str]:
-    """One line per (level, policy, resource) in first-seen order, with a count when it repeats."""
-    groups: dict[tuple[str, str, str], list[Violation]] = {}
-    for v in violations:
-        groups.setdefault((v.level.value, v.policy, v.urn), []).append(v)
-    lines = []
-    for same in groups.values():
-        first = min(same, key=lambda v: v.message)
-        more = f" (x{len(same)} on this resource; --all lists each)" if len(same) > 1 else ""
-        lines.append(first.line() + more)
-    return lines
+    return format_text(stack, result, config_source, every=not group)

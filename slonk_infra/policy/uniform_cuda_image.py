@@ -95,9 +95,11 @@ uniform_cuda_image = ResourceValidationPolicy(
         required=["image", "cudaVersion", "allowedCudaVersions", "allowedRegistries"],
     ),
     remediation_steps=(
-        "Set the stack's `image.reference` (and `image.cudaVersion`) to the image named in "
-        f"{CONFIG_FILE_HINT} under uniform-cuda-image.image, as registry/repo:tag@sha256:<digest>. To move the "
-        "fleet to a new image or CUDA version, change that file in one reviewed commit: every stack (local, "
-        "gcp, aws) is checked against it. Do not patch single pools or containers to another image."
+        "Set the stack's `image.reference` (and `image.cudaVersion`) to the image named under "
+        f"uniform-cuda-image.image in {CONFIG_FILE_HINT}, as registry/repo:tag@sha256:<digest>. For your own "
+        "registry, image or digest, or to move the fleet to a new image or CUDA version, change your team's "
+        "copy of that file (start from the packaged policy-config.json; do not edit the installed package) in "
+        "one reviewed commit: every stack (local, gcp, aws) is checked against it. Do not patch single pools "
+        "or containers to another image."
     ),
 )

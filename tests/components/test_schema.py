@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]
+import pulumi
 import pytest
 import yaml
 from google.protobuf import empty_pb2  # type: ignore[import-untyped]
@@ -223,3 +224,40 @@ def test_yaml_example_is_a_valid_declaration_that_the_provider_constructs() -> N
     mapped = provider.map_inputs(props, provider._component_defs["Cluster"])
     plan = build_plan(mapped)
     assert plan.name == "research" and {g.name for g in plan.groups} == {"h100", "cpu"}
+
+
+# -------------------------------------------------------------------------- Pulumi Outputs as inputs
+def _input_paths(spec: dict[str, Any], path: str) -> list[str]:
+    """The paths under ``spec`` whose value may be an Output (no ``plain``), with ``[*]`` for list items."""
+    if "$ref" in spec:
+        typ = SCHEMA["types"][spec["$ref"].removeprefix("#/types/")]
+        return [p for name, prop in typ["properties"].items() for p in _input_paths(prop, f"{path}.{name}")]
+    if spec.get("type") == "array":
+        return ([] if spec.get("plain") else [path]) + _input_paths(spec["items"], f"{path}[*]")
+    if spec.get("type") == "object" and "additionalProperties" in spec:
+        return ([] if spec.get("plain") else [path]) + _input_paths(spec["additionalProperties"], f"{path}.*")
+    return [] if spec.get("plain") else [path]
+
+
+def test_the_schema_takes_outputs_exactly_where_the_declaration_does() -> None:
+    from slonk_infra.declaration.inputs import accepted_fields
+
+    inputs = schema_cluster()["inputProperties"]
+    found = sorted(p for name, prop in inputs.items() for p in _input_paths(prop, name))
+    assert found == accepted_fields()
+
+
+def test_the_provider_constructs_a_cluster_whose_project_is_an_output() -> None:
+    """What another language sends for ``project: ${someResource.project}``: an Output inside the gcp object."""
+    (res,) = example_clusters().values()
+    props = json.loads(json.dumps(res["properties"]))
+    provider = ComponentProvider(PROVIDER.COMPONENTS, PROVIDER.PACKAGE, None, PROVIDER.version())
+
+    def construct() -> Any:
+        props["gcp"]["project"] = pulumi.Output.from_input("project-from-another-resource")
+        return provider.construct("research", CLUSTER, props, None)
+
+    run = run_offline(construct)
+    pools = run.of_type("gcp:container/nodePool:NodePool")
+    assert pools and {r.inputs["project"] for r in pools} == {"project-from-another-resource"}
+    assert not [s for s in run.strings() if "<pulumi output:" in s]

@@ -100,7 +100,9 @@ class AwsInfrastructure(CloudComponent):
         self.plan = plan
         self.aws: AwsSpec = decl.aws
         self.region: str = decl.region
-        self.subnets: list[str] = list(self.aws.subnet_ids)
+        # What resources receive: the program's Outputs where the declaration was given them.
+        self.vpc_id: pulumi.Input[str] = plan.pulumi_input(self.aws.vpc_id)
+        self.subnets: list[pulumi.Input[str]] = [plan.pulumi_input(s) for s in self.aws.subnet_ids]
         self.gpu_groups = [g for g in plan.groups if g.kind == "gpu"]
         self.efa_groups = [g for g in self.gpu_groups if efa_interfaces(g) > 0]
         storage = cloud_storage(plan)
@@ -127,7 +129,7 @@ class AwsInfrastructure(CloudComponent):
             cluster_name = decl.name
             existing = aws.eks.get_cluster_output(name=decl.name, opts=pulumi.InvokeOutputOptions(parent=self))
             cluster_sg = existing.vpc_config.apply(lambda v: str(v.cluster_security_group_id))
-            provider = existing_cluster_provider(self.child_name("k8s"), decl.kubernetes, self.child_opts())
+            provider = existing_cluster_provider(self.child_name("k8s"), plan, self.child_opts())
 
         efa_sg = self._efa_security_group() if self.efa_groups else None
         self.system_group = self._system_group(
@@ -146,6 +148,7 @@ class AwsInfrastructure(CloudComponent):
                     tag_prefix=self.plan.name,
                     child_prefix=self._name,
                     depends_on=node_role_deps,
+                    reservation_name=plan.pulumi_input(g.reservation.name) if g.reservation else None,
                 ),
                 self.child_opts(),
             )
@@ -226,7 +229,7 @@ class AwsInfrastructure(CloudComponent):
 
     def _node_role(self) -> tuple[pulumi.Input[str], list[pulumi.Resource]]:
         if self.aws.node_role_arn:
-            return self.aws.node_role_arn, []
+            return self.plan.pulumi_input(self.aws.node_role_arn), []
         role, attachments = self._role("node-role", "ec2.amazonaws.com", NODE_ROLE_POLICIES)
         # Nodes that boot before their role may pull images and join never become Ready.
         return role.arn, attachments
@@ -252,12 +255,7 @@ class AwsInfrastructure(CloudComponent):
         )
 
     def _admins(self, cluster: aws.eks.Cluster) -> list[pulumi.Resource]:
-        if not self.aws.admin_role_arns:
-            pulumi.log.warn(
-                f"{self.plan.name}: aws.adminRoleArns is empty and the cluster creator gets no admin access; "
-                "nobody (including this program's Kubernetes provider) can reach the cluster API",
-                resource=self,
-            )
+        # An empty admin list is one of the plan's warnings (slonk_infra.plan.lint), logged by Cluster.
         done: list[pulumi.Resource] = []
         for arn in self.aws.admin_role_arns:
             slug = _principal_slug(arn)
@@ -300,7 +298,7 @@ class AwsInfrastructure(CloudComponent):
         return aws.ec2.SecurityGroup(
             self.child_name("efa"),
             aws.ec2.SecurityGroupArgs(
-                vpc_id=self.aws.vpc_id,
+                vpc_id=self.vpc_id,
                 description=f"slonk-infra {self.plan.name}: EFA traffic between GPU nodes",
                 # EFA's OS-bypass traffic is only allowed between interfaces of one security group
                 # that admits all traffic to and from itself.
@@ -338,7 +336,7 @@ class AwsInfrastructure(CloudComponent):
 
     # -- storage ---------------------------------------------------------------------------------
     def _storage_security_group(self, kinds: set[str]) -> aws.ec2.SecurityGroup:
-        vpc = aws.ec2.get_vpc_output(id=self.aws.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self))
+        vpc = aws.ec2.get_vpc_output(id=self.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self))
         cidrs = vpc.cidr_block_associations.apply(lambda assocs: sorted({str(a.cidr_block) for a in assocs}))
         ports: list[tuple[int, int, str]] = []
         if "efs" in kinds:
@@ -348,7 +346,7 @@ class AwsInfrastructure(CloudComponent):
         return aws.ec2.SecurityGroup(
             self.child_name("storage"),
             aws.ec2.SecurityGroupArgs(
-                vpc_id=self.aws.vpc_id,
+                vpc_id=self.vpc_id,
                 description=f"slonk-infra {self.plan.name}: shared filesystems, from the VPC",
                 # From the whole VPC: nodes of every group (and any security group) mount these.
                 ingress=[

@@ -36,13 +36,19 @@ def fsx_storage_capacity(deployment: str, gib: int) -> int:
     return math.ceil(gib / step) * step
 
 
+def mount_target_suffix(index: int, subnet: pulumi.Input[str]) -> str:
+    """The end of an EFS mount target's logical name: its subnet id, or ``subnet<index>`` when the id is a
+    Pulumi Output (a subnet the same program creates), whose value a resource name cannot wait for."""
+    return subnet if isinstance(subnet, str) else f"subnet{index}"
+
+
 @dataclass(frozen=True)
 class AwsSharedStorageArgs:
     """Inputs of one AWS shared filesystem."""
 
     volume: StorageSpec
     """The declared volume (kind ``efs`` or ``fsx-lustre``, capacity, tier = FSx deployment type)."""
-    subnet_ids: Sequence[str]
+    subnet_ids: Sequence[pulumi.Input[str]]
     """EFS: one mount target per subnet (one subnet per AZ). FSx: the first subnet (the GPU groups' AZ)."""
     security_group: pulumi.Input[str]
     """Security group admitting NFS / Lustre from the VPC."""
@@ -94,13 +100,13 @@ class AwsSharedStorage(pulumi.ComponentResource):
         # EFS allows one mount target per AZ; the declaration's subnets are one per AZ.
         targets = [
             aws.efs.MountTarget(
-                f"{self._prefix}-efs-{vol.name}-{subnet}",
+                f"{self._prefix}-efs-{vol.name}-{mount_target_suffix(i, subnet)}",
                 aws.efs.MountTargetArgs(
                     file_system_id=fs.id, subnet_id=subnet, security_groups=[self._args.security_group]
                 ),
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for subnet in self._args.subnet_ids
+            for i, subnet in enumerate(self._args.subnet_ids)
         ]
         pv_source = {"csi": {"driver": EFS_CSI_DRIVER, "volumeHandle": fs.id}}
         return VolumeSource(name=vol.name, pv_source=pv_source, depends_on=(fs, *targets))

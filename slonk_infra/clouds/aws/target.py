@@ -68,6 +68,8 @@ def declaration_problems(declaration: ClusterDeclaration) -> list[Problem]:
 
 TARGET = CloudTarget(
     cloud="aws",
+    sdk_modules=("pulumi_aws",),
+    extra="aws",
     deployer="slonk_infra.clouds.aws.infrastructure:AwsInfrastructure",
     storage_kinds=STORAGE.offered,
     storage_problems=storage_problems,

@@ -83,7 +83,7 @@ class AwsWorkerGroupArgs:
     """EKS cluster the node group joins."""
     node_role_arn: pulumi.Input[str]
     """IAM role of the nodes."""
-    subnet_ids: Sequence[str]
+    subnet_ids: Sequence[pulumi.Input[str]]
     """Subnets; a GPU group uses only the first (one AZ for its placement group and reservation)."""
     cluster_security_group: pulumi.Input[str]
     """The cluster's security group (EKS stops adding it once the template has interfaces)."""
@@ -96,6 +96,9 @@ class AwsWorkerGroupArgs:
     depends_on: Sequence[pulumi.Resource] = ()
     """What the node group waits for (the node role's policy attachments: nodes that boot before
     their role can pull images never become Ready)."""
+    reservation_name: pulumi.Input[str] | None = None
+    """The capacity reservation to consume when the program gave its id as a Pulumi Output (None: the
+    planned group's ``reservation.name``)."""
 
 
 class AwsWorkerGroup(pulumi.ComponentResource):
@@ -204,7 +207,9 @@ class AwsWorkerGroup(pulumi.ComponentResource):
                     aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
                         capacity_reservation_target=(
                             aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                                capacity_reservation_id=reservation.name
+                                capacity_reservation_id=(
+                                    args.reservation_name if args.reservation_name is not None else reservation.name
+                                )
                             )
                         )
                     )

@@ -25,6 +25,7 @@ from slonk_infra.clouds.common import (
     SYSTEM_POOL,
     CloudComponent,
     cloud_storage,
+    concat,
     exec_kubeconfig,
     existing_cluster_provider,
 )
@@ -72,6 +73,9 @@ class GcpInfrastructure(CloudComponent):
         assert isinstance(decl, GcpClusterDeclaration) and decl.region and decl.zone, f"not a gcp plan: {decl.cloud}"
         self.plan = plan
         self.gcp: GcpSpec = decl.gcp
+        # What resources receive: the program's Output where the declaration was given one.
+        self.project: pulumi.Input[str] = plan.pulumi_input(self.gcp.project)
+        self.network: pulumi.Input[str] = plan.pulumi_input(self.gcp.network)
         self.region: str = decl.region
         self.zone: str = decl.zone
         self.catalog = load_catalog()
@@ -91,8 +95,8 @@ class GcpInfrastructure(CloudComponent):
             )
         else:
             # An existing cluster is addressed by the declaration's name in its region.
-            cluster_ref = f"projects/{self.gcp.project}/locations/{self.region}/clusters/{decl.name}"
-            provider = existing_cluster_provider(self.child_name("k8s"), decl.kubernetes, self.child_opts())
+            cluster_ref = concat("projects/", self.project, f"/locations/{self.region}/clusters/{decl.name}")
+            provider = existing_cluster_provider(self.child_name("k8s"), plan, self.child_opts())
 
         self.node_account, self.node_roles = self._node_identity()
         self.system_pool = self._system_pool(cluster_ref)
@@ -103,13 +107,14 @@ class GcpInfrastructure(CloudComponent):
                 GcpWorkerGroupArgs(
                     group=g,
                     cluster=cluster_ref,
-                    project=self.gcp.project,
+                    project=self.project,
                     region=self.region,
                     zone=zone,
                     workload_policy=self._needs_workload_policy(g),
                     child_prefix=self._name,
                     service_account=self.node_account.email,
                     depends_on=self.node_roles,
+                    reservation_name=plan.pulumi_input(g.reservation.name) if g.reservation else None,
                 ),
                 self.child_opts(),
             )
@@ -122,10 +127,10 @@ class GcpInfrastructure(CloudComponent):
                 GcpSharedStorageArgs(
                     volume=vol,
                     cluster_name=decl.name,
-                    project=self.gcp.project,
+                    project=self.project,
                     region=self.region,
                     zone=self.zone,
-                    network=self.gcp.network,
+                    network=self.network,
                     child_prefix=self._name,
                 ),
                 self.child_opts(),
@@ -160,11 +165,11 @@ class GcpInfrastructure(CloudComponent):
             self.child_name("cluster"),
             gcp.container.ClusterArgs(
                 name=decl.name,
-                project=self.gcp.project,
+                project=self.project,
                 location=self.region,
                 node_locations=[self.zone] if self.zone else None,
-                network=self.gcp.network,
-                subnetwork=self.gcp.subnetwork,
+                network=self.network,
+                subnetwork=self.plan.pulumi_input(self.gcp.subnetwork),
                 # Node pools are separate resources; the default pool exists only because the API
                 # requires one at creation.
                 remove_default_node_pool=True,
@@ -173,7 +178,7 @@ class GcpInfrastructure(CloudComponent):
                 min_master_version=decl.kubernetes.version,
                 release_channel=gcp.container.ClusterReleaseChannelArgs(channel=self.gcp.release_channel),
                 workload_identity_config=gcp.container.ClusterWorkloadIdentityConfigArgs(
-                    workload_pool=f"{self.gcp.project}.svc.id.goog"
+                    workload_pool=concat(self.project, ".svc.id.goog")
                 ),
                 datapath_provider="ADVANCED_DATAPATH",
                 # GPU NICs beyond the first are extra VPC networks attached to the node, which GKE
@@ -195,13 +200,11 @@ class GcpInfrastructure(CloudComponent):
 
     def _kubeconfig(self, cluster: gcp.container.Cluster) -> pulumi.Output[str]:
         def render(args: list[Any]) -> str:
-            name, endpoint, auth = args
+            name, endpoint, auth, project = args
             ca = field_of(auth, "cluster_ca_certificate", "clusterCaCertificate")
-            return exec_kubeconfig(
-                f"gke_{self.gcp.project}_{self.region}_{name}", f"https://{endpoint}", ca, GKE_AUTH_EXEC
-            )
+            return exec_kubeconfig(f"gke_{project}_{self.region}_{name}", f"https://{endpoint}", ca, GKE_AUTH_EXEC)
 
-        return pulumi.Output.all(cluster.name, cluster.endpoint, cluster.master_auth).apply(render)
+        return pulumi.Output.all(cluster.name, cluster.endpoint, cluster.master_auth, self.project).apply(render)
 
     # -- node identity ---------------------------------------------------------------------------
     def _node_identity(self) -> tuple[gcp.serviceaccount.Account, list[pulumi.Resource]]:
@@ -211,7 +214,7 @@ class GcpInfrastructure(CloudComponent):
             self.child_name("nodes"),
             gcp.serviceaccount.AccountArgs(
                 account_id=node_account_id(self.plan.declaration.name),
-                project=self.gcp.project,
+                project=self.project,
                 display_name=f"slonk-infra {self.plan.name} nodes",
             ),
             opts=self.child_opts(),
@@ -219,7 +222,7 @@ class GcpInfrastructure(CloudComponent):
         bindings: list[pulumi.Resource] = [
             gcp.projects.IAMMember(
                 self.child_name("nodes", role.rsplit("/", 1)[-1]),
-                gcp.projects.IAMMemberArgs(project=self.gcp.project, role=role, member=account.member),
+                gcp.projects.IAMMemberArgs(project=self.project, role=role, member=account.member),
                 opts=self.child_opts(),
             )
             for role in platform.node_service_account_roles
@@ -240,7 +243,7 @@ class GcpInfrastructure(CloudComponent):
             gcp.container.NodePoolArgs(
                 cluster=cluster,
                 name=SYSTEM_POOL,
-                project=self.gcp.project,
+                project=self.project,
                 location=self.region,
                 node_locations=self._pool_zone(),
                 node_count=self.plan.declaration.kubernetes.system_nodes,

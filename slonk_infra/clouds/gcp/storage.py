@@ -44,13 +44,13 @@ class GcpSharedStorageArgs:
     """The declared volume (kind ``filestore``, capacity, tier)."""
     cluster_name: str
     """Cluster name; the instance is called ``<cluster>-<volume>``."""
-    project: str
+    project: pulumi.Input[str]
     """GCP project."""
     region: str
     """Region (regional tiers live there)."""
     zone: str | None
     """Zone (zonal tiers live there)."""
-    network: str
+    network: pulumi.Input[str]
     """VPC network the instance serves."""
     child_prefix: str = ""
     """Prefix of the children's logical names (default: the component's name)."""

@@ -81,6 +81,8 @@ def declaration_problems(declaration: ClusterDeclaration) -> list[Problem]:
 
 TARGET = CloudTarget(
     cloud="gcp",
+    sdk_modules=("pulumi_gcp",),
+    extra="gcp",
     deployer="slonk_infra.clouds.gcp.infrastructure:GcpInfrastructure",
     storage_kinds=STORAGE.offered,
     storage_problems=storage_problems,

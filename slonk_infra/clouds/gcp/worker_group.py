@@ -30,7 +30,7 @@ class GcpWorkerGroupArgs:
     """The planned group (machine or TPU slice, replicas, labels, taints, reservation, placement)."""
     cluster: pulumi.Input[str]
     """GKE cluster id (``projects/P/locations/L/clusters/C``)."""
-    project: str
+    project: pulumi.Input[str]
     """GCP project."""
     region: str
     """Cluster region."""
@@ -44,6 +44,9 @@ class GcpWorkerGroupArgs:
     """Email of the nodes' IAM service account (None: the project's Compute Engine default)."""
     depends_on: Sequence[pulumi.Resource] = ()
     """What the node pool waits for (the service account's role bindings)."""
+    reservation_name: pulumi.Input[str] | None = None
+    """The reservation to consume when the program gave its name as a Pulumi Output (None: the planned
+    group's ``reservation.name``)."""
 
 
 class GcpWorkerGroup(pulumi.ComponentResource):
@@ -114,10 +117,11 @@ class GcpWorkerGroup(pulumi.ComponentResource):
             ]
         reservation = None
         if group.reservation is not None:
+            name = self._args.reservation_name
             reservation = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
                 consume_reservation_type="SPECIFIC_RESERVATION",
                 key=RESERVATION_KEY,
-                values=[group.reservation.name],
+                values=[name if name is not None else group.reservation.name],
             )
         return gcp.container.NodePoolNodeConfigArgs(
             machine_type=machine.name,

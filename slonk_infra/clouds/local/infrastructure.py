@@ -25,6 +25,7 @@ class LocalInfrastructure(CloudComponent):
     def __init__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, opts)
         decl = plan.declaration
-        provider = existing_cluster_provider(self.child_name("k8s"), decl.kubernetes, self.child_opts())
+        provider = existing_cluster_provider(self.child_name("k8s"), plan, self.child_opts())
         self.result = CloudResult(provider=provider, volumes={}, pin_to_pools=False, topology_labels=(), node_pools={})
-        self.register_outputs({"context": decl.kubernetes.context or ""})
+        context = decl.kubernetes.context
+        self.register_outputs({"context": plan.pulumi_input(context) if context is not None else ""})

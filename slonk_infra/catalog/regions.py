@@ -1,0 +1,93 @@
+"""Regions and zones (``data/regions.yaml``): where each cloud is, and where its accelerators are offered.
+
+Two different strengths of fact, used two ways by the plan:
+
+- a region's zones change rarely and a wrong one always fails a deploy, so a misspelt region or a zone
+  outside its region is refused;
+- which zones offer a GPU or TPU type changes every few months, and the catalog's copy goes stale, so a
+  zone the copy does not list for the pool's accelerator is a warning (``--strict`` refuses it in CI),
+  never a hard stop for a zone the cloud has added since.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ZoneOffering(_Frozen):
+    """The zones (GCP) where the documentation lists one accelerator or machine series."""
+
+    source: str = Field(description="Where the list comes from.")
+    zones: tuple[str, ...] = Field(description="Full zone names, e.g. us-central1-a.")
+    note: str | None = Field(default=None, description="What the source leaves unclear.")
+
+
+class RegionOffering(_Frozen):
+    """The regions (AWS) where the documentation lists one instance type or family."""
+
+    source: str = Field(description="Where the list comes from.")
+    regions: tuple[str, ...] = Field(description="Region names, e.g. us-east-1.")
+    note: str | None = Field(default=None, description="What the source leaves unclear.")
+
+
+class GcpLocations(_Frozen):
+    """GCP regions with their zone suffixes, and the zones offering each accelerator."""
+
+    regions_source: str = Field(description="Where the region list comes from.")
+    regions: dict[str, tuple[str, ...]] = Field(description="Region -> zone suffixes (a, b, c, f).")
+    zones_offering: dict[str, ZoneOffering] = Field(
+        default_factory=dict, description="Accelerator type or machine type -> zones offering it."
+    )
+
+
+class AwsLocations(_Frozen):
+    """AWS regions with their Availability Zone letters, and the regions offering each instance type."""
+
+    regions_source: str = Field(description="Where the region list comes from.")
+    regions: dict[str, tuple[str, ...]] = Field(description="Region -> AZ letters (a, b, c).")
+    regions_offering: dict[str, RegionOffering] = Field(
+        default_factory=dict, description="Instance type or family (g6e) -> regions offering it."
+    )
+
+
+class Locations(_Frozen):
+    """Both clouds' locations, as of one date."""
+
+    as_of: str = Field(description="The newest documentation date the lists were taken from.")
+    gcp: GcpLocations
+    aws: AwsLocations
+    notes: tuple[str, ...] = Field(default=(), description="What the sources leave unclear.")
+
+    def regions(self, cloud: str) -> dict[str, tuple[str, ...]]:
+        """Region -> zone suffixes of ``cloud`` (empty for a cloud without regions, such as local)."""
+        if cloud == "gcp":
+            return self.gcp.regions
+        if cloud == "aws":
+            return self.aws.regions
+        return {}
+
+    def zones(self, cloud: str, region: str) -> list[str]:
+        """Full zone names of ``region`` (``us-central1-a``, ``us-east-1a``)."""
+        joiner = "-" if cloud == "gcp" else ""
+        return [f"{region}{joiner}{suffix}" for suffix in self.regions(cloud).get(region, ())]
+
+    def offering(self, cloud: str, machine: str, accelerator: str | None) -> tuple[str, tuple[str, ...]] | None:
+        """Where ``machine`` (with ``accelerator``) is offered: (source, zones on GCP / regions on AWS), or
+        None when the catalog does not know (then nothing is checked).
+
+        A machine-type entry wins over an accelerator entry (GCP's two H100 series differ in zones); on
+        AWS an instance type wins over its family (``g6e.xlarge`` over ``g6e``).
+        """
+        if cloud == "gcp":
+            found = self.gcp.zones_offering.get(machine) or (
+                self.gcp.zones_offering.get(accelerator) if accelerator else None
+            )
+            return (found.source, found.zones) if found else None
+        if cloud == "aws":
+            found_aws = self.aws.regions_offering.get(machine) or self.aws.regions_offering.get(machine.split(".")[0])
+            return (found_aws.source, found_aws.regions) if found_aws else None
+        return None
