@@ -11,7 +11,21 @@ Two different strengths of fact, used two ways by the plan:
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, Field
+
+# How each cloud NAMES its locations (the shape, which does not go stale, unlike the lists):
+# GCP regions "us-central1", zones "<region>-a" and AI zones "<region>-ai1a"
+# (cloud.google.com/compute/docs/regions-zones, .../regions-zones/ai-zones); AWS regions "us-east-1",
+# Availability Zones "<region>a", Local Zones "<region>-bos-1a", AZ IDs "use1-az4"
+# (docs.aws.amazon.com/global-infrastructure/latest/regions/aws-availability-zones.html, .../az-ids.html).
+GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
+GCP_ZONE_SUFFIX = re.compile(r"^(?:[a-z]|ai\d+[a-z])$")
+AWS_REGION = re.compile(r"^[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+$")
+AWS_AZ_ID = re.compile(r"^[a-z]{2,5}\d+-az\d+$")
+# Partitions whose ARNs are not "arn:aws:" (the AWS adapter's IAM policy ARNs are written for "aws").
+AWS_OTHER_PARTITIONS = {"us-gov-": "aws-us-gov (GovCloud)", "cn-": "aws-cn (China)", "us-iso": "aws-iso"}
 
 
 class _Frozen(BaseModel):
@@ -23,7 +37,14 @@ class ZoneOffering(_Frozen):
 
     source: str = Field(description="Where the list comes from.")
     zones: tuple[str, ...] = Field(description="Full zone names, e.g. us-central1-a.")
+    covers: tuple[str, ...] = Field(
+        default=(), description="Zone name prefixes the list covers (empty: everywhere); elsewhere nothing is checked."
+    )
     note: str | None = Field(default=None, description="What the source leaves unclear.")
+
+    def covers_zone(self, zone: str) -> bool:
+        """Whether the list speaks for ``zone`` at all."""
+        return not self.covers or zone.startswith(self.covers)
 
 
 class RegionOffering(_Frozen):
@@ -75,9 +96,11 @@ class Locations(_Frozen):
         joiner = "-" if cloud == "gcp" else ""
         return [f"{region}{joiner}{suffix}" for suffix in self.regions(cloud).get(region, ())]
 
-    def offering(self, cloud: str, machine: str, accelerator: str | None) -> tuple[str, tuple[str, ...]] | None:
+    def offering(
+        self, cloud: str, machine: str, accelerator: str | None, where: str | None = None
+    ) -> tuple[str, tuple[str, ...]] | None:
         """Where ``machine`` (with ``accelerator``) is offered: (source, zones on GCP / regions on AWS), or
-        None when the catalog does not know (then nothing is checked).
+        None when the catalog does not know, or its list does not cover ``where`` (then nothing is checked).
 
         A machine-type entry wins over an accelerator entry (GCP's two H100 series differ in zones); on
         AWS an instance type wins over its family (``g6e.xlarge`` over ``g6e``).
@@ -86,7 +109,7 @@ class Locations(_Frozen):
             found = self.gcp.zones_offering.get(machine) or (
                 self.gcp.zones_offering.get(accelerator) if accelerator else None
             )
-            return (found.source, found.zones) if found else None
+            return (found.source, found.zones) if found and (where is None or found.covers_zone(where)) else None
         if cloud == "aws":
             found_aws = self.aws.regions_offering.get(machine) or self.aws.regions_offering.get(machine.split(".")[0])
             return (found_aws.source, found_aws.regions) if found_aws else None

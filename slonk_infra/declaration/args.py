@@ -482,7 +482,7 @@ class ClusterArgs(TypedDict):
     region: NotRequired[str]
     """Cloud region."""
     zone: NotRequired[str]
-    """Zone (GCP) or availability zone (AWS) for GPU capacity."""
+    """GCP: the zone of the GPU/TPU pools (and the system pool, zonal Filestore). AWS: checked against the region only; GPU groups and FSx run in the Availability Zone of aws.subnetIds[0], which must be your reservation's."""
     kubernetes: NotRequired[KubernetesArgs]
     """Target Kubernetes."""
     image: ImageArgs

@@ -400,7 +400,12 @@ class ClusterDeclaration(Model):
     name: Annotated[str, _dns_label(30)] = Field(description="Cluster name (Slurm ClusterName, cloud cluster).")
     cloud: Cloud = Field(description="gcp, aws or local.")
     region: str | None = Field(default=None, description="Cloud region.")
-    zone: str | None = Field(default=None, description="Zone (GCP) or availability zone (AWS) for GPU capacity.")
+    zone: str | None = Field(
+        default=None,
+        description="GCP: the zone of the GPU/TPU pools (and the system pool, zonal Filestore). AWS: checked "
+        "against the region only; GPU groups and FSx run in the Availability Zone of aws.subnetIds[0], which "
+        "must be your reservation's.",
+    )
     kubernetes: KubernetesSpec = Field(default_factory=KubernetesSpec, description="Target Kubernetes.")
     image: ImageSpec = Field(description="The one image for every Slurm role.")
     pools: list[PoolSpec] = Field(default_factory=list, description="GPU and CPU worker pools.")

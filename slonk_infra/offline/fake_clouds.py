@@ -5,7 +5,8 @@ Filestore IPs, FSx DNS names, role ARNs...) and the id when one is read; every o
 inputs. Values that exist only after deployment are :func:`after_deploy` placeholders, the id of a
 resource the table does not list among them (a VPC or subnet a user's program creates: what it feeds into
 the cluster shows as known after deploy). :data:`FAKE_CALLS` answers the provider functions (invokes) the
-adapters call. Kubernetes objects echo nothing back.
+adapters call. Kubernetes objects echo nothing back. A ``pulumi.StackReference`` reads no other stack: its
+id is the stack's name, and :func:`slonk_infra.offline.runner.run_offline` makes its outputs unknown.
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ FAKE_OUTPUTS: dict[str, Fake] = {
         outputs=lambda n, s: {"base64": FAKE_RANDOM_B64, "hex": FAKE_RANDOM_B64.encode().hex()}
     ),
     "tls:index/privateKey:PrivateKey": Fake(outputs=lambda n, s: {"privateKeyOpenssh": FAKE_PRIVATE_KEY}),
+    # The id of a stack reference is the referenced stack's name, as the engine answers; its outputs cannot
+    # be answered here (see run_offline).
+    "pulumi:pulumi:StackReference": Fake(id=lambda n, s: str(s["name"])),
 }
 
 FAKE_CALLS: dict[str, Callable[[State], State]] = {

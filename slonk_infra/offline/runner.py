@@ -20,18 +20,27 @@ Stack outputs: under the SDK's mocks the root stack registers its outputs when t
 before the program has exported anything. :func:`run_offline` registers them again once the program has
 run, as the engine receives them at the end of ``pulumi up``, and the monitor keeps them in their wire
 form (secrets in their envelope, unknowns as the sentinel) for the render to mask.
+
+Stack references: no other stack is read offline, so a ``pulumi.StackReference``'s ``outputs`` are unknown,
+and with them every ``get_output`` / ``require_output`` value (their applies do not run; passed to a
+resource, they are recorded as the unknown sentinel and render as known after deploy). The mocks cannot
+answer an unknown: with ``preview=False`` the SDK resolves whatever they answer as known (the wire's
+unknown sentinel becomes ``None``), so :func:`run_offline` marks ``outputs`` unknown as each reference is
+constructed.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import grpc  # type: ignore[import-untyped]
 import pulumi
 from google.protobuf import json_format  # type: ignore[import-untyped]
+from pulumi.output import Unknown
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 from pulumi.runtime.proto import callback_pb2, callback_pb2_grpc, resource_pb2
@@ -129,6 +138,20 @@ def _copy_field(src: Any, src_name: str, dst: Any, dst_name: str) -> None:
         setattr(dst, dst_name, getattr(src, src_name))
 
 
+def _with_sentinels(value: Any) -> Any:
+    """Deserialised inputs with each unknown as the wire's sentinel, which the render shows as known after
+    deploy (deserialised as under ``pulumi up``, an unknown would be ``None`` and its key dropped)."""
+    if not rpc.contains_unknowns(value):
+        return value
+    if isinstance(value, Unknown):
+        return UNKNOWN
+    if isinstance(value, dict):
+        return {k: _with_sentinels(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_sentinels(v) for v in value]
+    return value
+
+
 class RecordingMonitor(MockMonitor):
     """The SDK's mock monitor, running transforms as the engine does and keeping every registration in order."""
 
@@ -164,7 +187,7 @@ class RecordingMonitor(MockMonitor):
                 urn=response.urn,
                 parent=request.parent,
                 custom=bool(request.custom),
-                inputs=rpc.deserialize_properties(request.object),
+                inputs=_with_sentinels(rpc.deserialize_properties(request.object, keep_unknowns=True)),
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
                 delete_before_replace=bool(request.deleteBeforeReplace),
@@ -306,7 +329,8 @@ def run_offline(
         return pulumi.Output.from_input(resolve(value)).apply(lambda v: holder.__setitem__("resolved", v))
 
     try:
-        pulumi.runtime.test(body)()  # type: ignore[no-untyped-call]
+        with _unknown_stack_references():
+            pulumi.runtime.test(body)()  # type: ignore[no-untyped-call]
     finally:
         monitor.close()
     return OfflineRun(
@@ -316,6 +340,32 @@ def run_offline(
         transforms_run=monitor.transforms_run,
         exports=monitor.stack_outputs,
     )
+
+
+@contextmanager
+def _unknown_stack_references() -> Iterator[None]:
+    """While it lasts, each ``pulumi.StackReference`` constructed has unknown ``outputs`` (see the module's notes).
+
+    The unknown keeps the read's resources and secretness, and resolves once the read has, as a real one would.
+    """
+    cls = pulumi.StackReference
+    original = cls.__init__
+
+    def init(self: pulumi.StackReference, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        read = self.outputs
+        unknown: pulumi.Output[Any] = pulumi.Output(read.resources(), read.future(), _false(), read.is_secret())
+        self.outputs = unknown
+
+    cls.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cls.__init__ = original  # type: ignore[method-assign]
+
+
+async def _false() -> bool:
+    return False
 
 
 def _register_exports() -> None:

@@ -7,11 +7,13 @@ come out in the same order every time.
 
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from slonk_infra.catalog import load_catalog
 from slonk_infra.catalog.fabrics import gke_version_key
+from slonk_infra.catalog.regions import AWS_AZ_ID, AWS_OTHER_PARTITIONS, AWS_REGION, GCP_REGION, GCP_ZONE_SUFFIX
 from slonk_infra.catalog.slurm_versions import MIN_SUPPORTED, TOPOLOGY_BLOCK, TOPOLOGY_YAML, SlurmVersion
 from slonk_infra.declaration.errors import DeclarationError, Problem, choice
 from slonk_infra.declaration.model import ClusterDeclaration
@@ -110,22 +112,55 @@ def check_cloud(decl: ClusterDeclaration, target: Target, problems: Problems) ->
 
 
 def check_location(decl: ClusterDeclaration, problems: Problems) -> None:
-    """The region exists and the zone is one of its zones (catalog ``regions.yaml``); local has neither."""
+    """Region and zone names that cannot be right: not shaped like the cloud's names, a zone of another
+    region, an AWS partition the adapter does not write ARNs for.
+
+    A well-formed name missing from the catalog's dated list is only a warning (:mod:`slonk_infra.plan.lint`):
+    the cloud may have opened it since, and a stale list must never block a deploy.
+    """
     locations = load_catalog().locations
-    regions = locations.regions(decl.cloud)
-    if not regions:
+    known = locations.regions(decl.cloud)
+    if not known or not decl.region:
         return
-    if decl.region and decl.region not in regions:
+    region = decl.region
+    if decl.cloud == "gcp":
+        if not GCP_REGION.match(region):
+            problems.add("region", f"{region!r} is not a GCP region name (like us-central1){nearest(region, known)}")
+            return
+        suffix = decl.zone.removeprefix(f"{region}-") if decl.zone else None
+        if decl.zone and suffix == decl.zone and region not in known:
+            # They disagree, and the region is the one the catalog does not know: the root cause.
+            problems.add("region", f"{region!r} does not match zone {decl.zone!r}{nearest(region, known)}")
+        elif decl.zone and (suffix == decl.zone or not GCP_ZONE_SUFFIX.match(str(suffix))):
+            problems.add(
+                "zone",
+                f"{decl.zone!r} is not a zone of region {region} (its zones are named {region}-a, {region}-b, ...; "
+                f"listed: {', '.join(locations.zones('gcp', region)) or '(none)'})",
+            )
+        return
+    partition = next((name for prefix, name in AWS_OTHER_PARTITIONS.items() if region.startswith(prefix)), None)
+    if partition is not None:
         problems.add(
             "region",
-            f"{choice(decl.region, regions, f'{decl.cloud} region')} (regions as of {locations.as_of}: "
-            f"{locations.gcp.regions_source if decl.cloud == 'gcp' else locations.aws.regions_source})",
+            f"{region!r} is in the {partition} partition, which this release does not deploy to (its IAM policy "
+            "ARNs are written for the aws partition)",
         )
-        return
-    if decl.zone and decl.region:
-        zones = locations.zones(decl.cloud, decl.region)
-        if decl.zone not in zones:
-            problems.add("zone", f"{decl.zone!r} is not a zone of region {decl.region}; its zones: {', '.join(zones)}")
+    elif not AWS_REGION.match(region):
+        problems.add("region", f"{region!r} is not an AWS Region name (like us-east-1){nearest(region, known)}")
+    elif decl.zone and not (decl.zone.startswith(region) or AWS_AZ_ID.match(decl.zone)) and region not in known:
+        problems.add("region", f"{region!r} does not match zone {decl.zone!r}{nearest(region, known)}")
+    elif decl.zone and not (decl.zone.startswith(region) or AWS_AZ_ID.match(decl.zone)):
+        problems.add(
+            "zone",
+            f"{decl.zone!r} is not in region {region}: give an Availability Zone of it ({region}a, ...), a Local "
+            "Zone of it, or an AZ ID (use1-az4)",
+        )
+
+
+def nearest(name: str, known: Iterable[str]) -> str:
+    """``; did you mean 'a' or 'b'?`` for the closest known names (up to three), or nothing."""
+    near = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
 
 
 def check_fabrics(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], problems: Problems) -> None:

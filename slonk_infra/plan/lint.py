@@ -14,12 +14,18 @@ from collections.abc import Sequence
 from slonk_infra.catalog import Catalog
 from slonk_infra.declaration.errors import Problem
 from slonk_infra.declaration.model import ClusterDeclaration
+from slonk_infra.plan.checks import nearest
 from slonk_infra.plan.model import Partition, WorkerGroup
 
-# An image tag that names its contents, as this project's images are tagged (``25.05.3-cuda12.8.1``):
-# a Slurm release (YY.MM, two digits each) at the start or after a dash, and a CUDA version after "cuda".
-TAG_CUDA = re.compile(r"cuda[-_]?(\d+\.\d+)(?:\.\d+)?", re.IGNORECASE)
-TAG_SLURM = re.compile(r"(?:^|[-_])(?:slurm[-_]?)?v?(\d{2}\.\d{2})(?:\.\d+)?(?=$|[-_])", re.IGNORECASE)
+# An image tag that names its contents. A Slurm release is read from an explicit "slurm" token
+# ("slurm-24.11.5-cuda12.6", "ubuntu-24.04-slurm-25.05"), or, in a repository whose name says slurm
+# ("slonk/slurm-cuda", "slinkyproject/slurmd"), from a leading YY.MM whose month is one Slurm releases in
+# (this project's "25.05.3-cuda12.8.1"). Anything else is not read: NGC's monthly "25.01-py3", an OS's
+# "ubuntu-22.04" look the same and say nothing about Slurm.
+TAG_CUDA = re.compile(r"cuda[-_]?v?(\d+\.\d+)(?:\.\d+)?", re.IGNORECASE)
+TAG_SLURM = re.compile(r"slurm[-_]?v?(\d{2}\.\d{2})(?:\.\d+)?(?=$|[-_])", re.IGNORECASE)
+TAG_LEADING = re.compile(r"^v?(\d{2})\.(\d{2})(?:\.\d+)?(?=$|[-_])")
+SLURM_RELEASE_MONTHS = frozenset({"02", "05", "08", "11"})
 
 
 def image_tag(reference: str) -> str:
@@ -31,9 +37,15 @@ def image_tag(reference: str) -> str:
 def tag_versions(reference: str) -> tuple[str | None, str | None]:
     """The (Slurm, CUDA) major.minor versions the image's tag names, each None where it names none."""
     tag = image_tag(reference)
+    repository = reference.split("@", 1)[0].removesuffix(f":{tag}") if tag else reference
     cuda = TAG_CUDA.search(tag)
-    slurm = TAG_SLURM.search(TAG_CUDA.sub("", tag))
-    return (slurm.group(1) if slurm else None, cuda.group(1) if cuda else None)
+    slurm = TAG_SLURM.search(tag)
+    version = slurm.group(1) if slurm else None
+    if version is None and "slurm" in repository.rsplit("/", 1)[-1].lower():
+        leading = TAG_LEADING.match(tag)
+        if leading and leading.group(2) in SLURM_RELEASE_MONTHS:
+            version = f"{leading.group(1)}.{leading.group(2)}"
+    return (version, cuda.group(1) if cuda else None)
 
 
 def _major_minor(version: str) -> str:
@@ -54,7 +66,7 @@ def image_warnings(decl: ClusterDeclaration) -> list[Problem]:
         out.append(
             Problem(
                 "image.slurmVersion",
-                f"{image.slurm_version!r} but the image tag {image_tag(image.reference)!r} names Slurm {slurm}: "
+                f"{image.slurm_version!r} but the image tag {image_tag(image.reference)!r} looks like Slurm {slurm}: "
                 "what is rendered follows slurmVersion, so set it to the image's release (or use the image "
                 "built for it)",
             )
@@ -63,7 +75,7 @@ def image_warnings(decl: ClusterDeclaration) -> list[Problem]:
         out.append(
             Problem(
                 "image.cudaVersion",
-                f"{image.cuda_version!r} but the image tag {image_tag(image.reference)!r} names CUDA {cuda}; "
+                f"{image.cuda_version!r} but the image tag {image_tag(image.reference)!r} looks like CUDA {cuda}; "
                 "set cudaVersion to the image's CUDA release",
             )
         )
@@ -106,36 +118,91 @@ def partition_warnings(
     return out
 
 
-def location_warnings(decl: ClusterDeclaration, groups: Sequence[WorkerGroup], catalog: Catalog) -> list[Problem]:
-    """The declared zone (GCP) or region (AWS) is not where the documentation lists a group's GPU or TPU.
+# How to ask the cloud itself, printed with a location warning (the catalog's lists are a dated copy).
+ASK_GCP_GPU = "gcloud compute machine-types list --filter='name={machine}' --format='value(zone)'"
+ASK_GCP_TPU = "gcloud compute tpus accelerator-types list --zone={zone}"
+ASK_AWS = (
+    "aws ec2 describe-instance-type-offerings --location-type availability-zone-id "
+    "--filters Name=instance-type,Values={machine} --region {region}"
+)
 
-    A warning, not an error: the lists in ``regions.yaml`` are a dated copy and clouds add zones.
+
+def unlisted_location_warnings(decl: ClusterDeclaration, catalog: Catalog) -> list[Problem]:
+    """A well-formed region or zone the catalog's list does not have (a typo, or opened since), and an AI zone.
+
+    The names that cannot be right are errors (:func:`slonk_infra.plan.checks.check_location`); these may be.
+    """
+    locations = catalog.locations
+    known = locations.regions(decl.cloud)
+    if not known or not decl.region:
+        return []
+    out = []
+    if decl.region not in known:
+        hint = nearest(decl.region, known)
+        out.append(
+            Problem(
+                "region",
+                f"{decl.region!r} is not in the catalog's {decl.cloud} regions (as of {locations.as_of}){hint} "
+                "(a region opened since is fine)",
+            )
+        )
+    elif decl.cloud == "gcp" and decl.zone and decl.zone not in locations.zones("gcp", decl.region):
+        listed = ", ".join(locations.zones("gcp", decl.region))
+        out.append(
+            Problem(
+                "zone",
+                f"{decl.zone!r} is not in the catalog's zones of {decl.region} (as of {locations.as_of}): {listed}",
+            )
+        )
+    if decl.cloud == "gcp" and decl.zone and "-ai" in decl.zone:
+        out.append(
+            Problem(
+                "zone",
+                f"{decl.zone!r} is an AI zone: the cluster's system pool and node locations, and a zonal Filestore, "
+                "go there too, and Google advises other workloads run in the region's standard zones",
+            )
+        )
+    return out
+
+
+def location_warnings(decl: ClusterDeclaration, groups: Sequence[WorkerGroup], catalog: Catalog) -> list[Problem]:
+    """The declared zone (GCP) or region (AWS) is not where the catalog lists a group's GPU or TPU.
+
+    A warning, not an error: the lists in ``regions.yaml`` are a dated copy and clouds add zones. Silent for a
+    pool consuming a reservation (the reservation is the proof) and where a list does not cover the zone.
     """
     locations = catalog.locations
     where = decl.zone if decl.cloud == "gcp" else decl.region
-    if not where:
-        return []
+    if not where or not decl.region or decl.region not in locations.regions(decl.cloud):
+        return []  # an unknown region has its own warning; the lists say nothing about it
     field = "zone" if decl.cloud == "gcp" else "region"
-    out = []
-    seen: set[str] = set()
+    by_machine: dict[str, list[WorkerGroup]] = {}
     for g in groups:
-        accelerator = g.machine.accelerator.type if g.machine.accelerator else None
-        if accelerator is None or g.machine.name in seen:
-            continue
-        seen.add(g.machine.name)
-        offered = locations.offering(decl.cloud, g.machine.name, accelerator)
-        if offered is None:
+        if g.machine.accelerator is not None and g.reservation is None:
+            by_machine.setdefault(g.machine.name, []).append(g)
+    out = []
+    for machine, members in by_machine.items():
+        accelerator = members[0].machine.accelerator.type if members[0].machine.accelerator else None
+        offered = locations.offering(decl.cloud, machine, accelerator, where)
+        if offered is None or where in offered[1]:
             continue
         source, places = offered
-        if where not in places:
-            shown = ", ".join(sorted(places)) or "(none)"
-            out.append(
-                Problem(
-                    field,
-                    f"{where!r} is not where {g.machine.name} ({accelerator}, pool {g.base!r}) is offered as of "
-                    f"{locations.as_of}: {shown} (source: {source}); node pools there fail to get machines",
-                )
+        pools = ", ".join(sorted({repr(g.base) for g in members}))
+        if decl.cloud == "gcp":
+            nearby = sorted(z for z in places if z.startswith(f"{decl.region}-"))
+            listed = f"in {decl.region}: {', '.join(nearby)}" if nearby else f"none in {decl.region}"
+            ask = (ASK_GCP_TPU if members[0].kind == "tpu" else ASK_GCP_GPU).format(machine=machine, zone=where)
+        else:
+            listed = f"{len(places)} regions, not {decl.region}"
+            ask = ASK_AWS.format(machine=machine, region=decl.region)
+        out.append(
+            Problem(
+                field,
+                f"{where!r} is not where the catalog (as of {locations.as_of}) lists {machine} ({accelerator}, "
+                f"pool {pools}): {listed}; the node pool may get no machines there. Ask the cloud: {ask} "
+                f"(source: {source})",
             )
+        )
     return out
 
 
@@ -171,6 +238,7 @@ def declaration_warnings(
 ) -> tuple[Problem, ...]:
     """Every warning of a valid declaration, in field order of the checks (the same order every run)."""
     return (
+        *unlisted_location_warnings(decl, catalog),
         *location_warnings(decl, groups, catalog),
         *image_warnings(decl),
         *partition_warnings(decl, groups, partitions),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from slonk_infra.plan import ClusterPlan
 from slonk_infra.vocab import SYSTEM_ROLE, SYSTEM_ROLE_LABEL
 from tests.support import declaration, deploy
 
+ROOT = Path(__file__).resolve().parents[2]
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
@@ -296,3 +298,21 @@ def test_existing_cluster_still_gets_the_storage_class() -> None:
     run = run_offline(lambda: AwsInfrastructure("existing", build_plan(raw)).result)
     [sc] = run.of_type(STORAGE_CLASS)
     assert sc.inputs["metadata"]["name"] == "slonk-gp3"
+
+
+def test_a_stack_whose_aws_region_differs_from_the_declared_one_is_refused(tmp_path: Path) -> None:
+    """The default AWS provider creates everything in aws:region: a different declared region is refused."""
+    from click.testing import CliRunner
+
+    from slonk_infra.cli import main
+
+    text = (ROOT / "stacks" / "Pulumi.aws.yaml").read_text(encoding="utf-8")
+    stack = tmp_path / "Pulumi.aws.yaml"
+    stack.write_text(text.replace("config:\n", "config:\n  aws:region: us-west-2\n", 1), encoding="utf-8")
+    result = CliRunner().invoke(main, ["render", str(stack), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "aws:region is 'us-west-2'" in result.output
+    same = tmp_path / "same" / "Pulumi.aws.yaml"
+    same.parent.mkdir()
+    same.write_text(text.replace("config:\n", "config:\n  aws:region: us-east-1\n", 1), encoding="utf-8")
+    assert CliRunner().invoke(main, ["render", str(same), "-o", str(tmp_path / "out2")]).exit_code == 0

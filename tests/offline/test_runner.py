@@ -11,7 +11,7 @@ from slonk_infra.cli import DEFAULT_POLICY_CONFIG
 from slonk_infra.declaration.stacks import load_stack_config
 from slonk_infra.offline.fake_clouds import FAKE_OUTPUTS, FakeClouds
 from slonk_infra.offline.render import _apply_order, _clean, run_program
-from slonk_infra.offline.runner import SECRET_PLACEHOLDER, run_offline
+from slonk_infra.offline.runner import SECRET_PLACEHOLDER, UNKNOWN, run_offline
 from slonk_infra.policy.config import load_policy_config
 from slonk_infra.policy.runner import check_registrations
 from slonk_infra.program import main as program_main
@@ -66,6 +66,25 @@ class Holder(pulumi.ComponentResource):
 
 
 SEEN: Seen = []
+
+
+def test_stack_reference_outputs_are_unknown_and_their_applies_do_not_run() -> None:
+    constructor = pulumi.StackReference.__init__
+    ran: list[Any] = []
+
+    def program() -> None:
+        network = pulumi.StackReference("network", stack_name="org/net/prod")
+        network.get_output("vpcId").apply(ran.append)
+        pulumi.export("vpcId", network.get_output("vpcId"))
+        pulumi.export("subnetId", network.require_output("subnetId").apply(str.upper))
+        pulumi.export("outputs", network.outputs)
+        pulumi.export("stack", network.id)
+
+    run = run_offline(program)
+    assert ran == []
+    assert run.exports == {"vpcId": UNKNOWN, "subnetId": UNKNOWN, "outputs": UNKNOWN, "stack": "org/net/prod"}
+    assert not run.registrations  # read, not registered: nothing to deploy
+    assert pulumi.StackReference.__init__ is constructor  # the run leaves the SDK as it found it
 
 
 def test_transforms_run_own_then_parents_then_stack_and_are_recorded() -> None:

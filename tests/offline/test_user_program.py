@@ -20,7 +20,7 @@ from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.errors import StackFileError
 from slonk_infra.declaration.stacks import PROJECT
 from slonk_infra.offline.render import program_project, run_program, write_render
-from slonk_infra.offline.runner import SECRET_PLACEHOLDER
+from slonk_infra.offline.runner import SECRET_PLACEHOLDER, after_deploy
 from tests.support import declaration
 
 PROGRAM = """\
@@ -47,12 +47,39 @@ pulumi.export("dbPassword", pulumi.Output.secret("s3cr3t-pa55word"))
 pulumi.export("login", cluster.login_address)
 """
 
+# The network comes from another stack, which is not read offline: its outputs are known after deploy.
+STACK_REFERENCE_PROGRAM = """\
+import json
 
-def write_project(folder: Path, config: dict[str, Any], nodes_hook: str = "") -> tuple[Path, Path]:
+import pulumi
+
+import slonk_infra
+
+config = pulumi.Config()
+network = pulumi.StackReference("org/net/prod")
+vpc_id = network.get_output("vpcId")
+subnet_id = network.require_output("subnetId")
+note = f"cluster in {vpc_id}"
+spec = json.loads(DECLARATION)
+spec["region"] = config.require("region")
+spec["aws"]["vpcId"] = vpc_id
+spec["aws"]["subnetIds"] = [subnet_id]
+cluster = slonk_infra.Cluster("research", spec)
+pulumi.export("vpcId", vpc_id)
+pulumi.export("subnet", subnet_id.apply(lambda s: f"subnet {s.upper()}"))
+pulumi.export("network", network.outputs)
+pulumi.export("stack", network.id)
+"""
+
+
+def write_project(
+    folder: Path, config: dict[str, Any], nodes_hook: str = "", program_text: str = PROGRAM
+) -> tuple[Path, Path]:
     """The user's project in ``folder``: (its stack file, its program)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "Pulumi.yaml").write_text("name: myinfra\nruntime: python\n", encoding="utf-8")
-    program = PROGRAM.replace("DECLARATION", repr(json.dumps(declaration("aws")))).replace("NODES_HOOK", nodes_hook)
+    program = program_text.replace("DECLARATION", repr(json.dumps(declaration("aws"))))
+    program = program.replace("NODES_HOOK", nodes_hook)
     (folder / "__main__.py").write_text(program, encoding="utf-8")
     stack = folder / "Pulumi.dev.yaml"
     stack.write_text(yaml.safe_dump({"config": config}), encoding="utf-8")
@@ -109,6 +136,32 @@ def test_check_runs_the_users_program_without_a_declaration_in_the_stack_file(tm
     assert result.exit_code in (0, 1), result.output
     assert result.output.startswith("check dev:"), result.output
     assert "Traceback" not in result.output and "slonk-infra:cluster" not in result.output
+
+
+def test_stack_reference_outputs_render_as_known_after_deploy(tmp_path: Path) -> None:
+    stack, program = write_project(tmp_path / "myinfra", CONFIG, program_text=STACK_REFERENCE_PROGRAM)
+    out = tmp_path / "out"
+    result = invoke("render", str(stack), "--program", str(program), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+
+    # Each output of the other stack is unknown: its applies did not run, its exports are placeholders.
+    unknown = after_deploy("value")
+    outputs = read(out / "outputs.json")
+    assert outputs == {"network": unknown, "stack": "org/net/prod", "subnet": unknown, "vpcId": unknown}
+    resources = read(out / "cloud" / "resources.json")
+    groups = [r for r in resources if r["type"] == "aws:ec2/securityGroup:SecurityGroup"]
+    assert groups and {g["inputs"]["vpcId"] for g in groups} == {unknown}
+    nodegroups = [r for r in resources if r["type"] == "aws:eks/nodeGroup:NodeGroup"]
+    assert nodegroups and all(n["inputs"]["subnetIds"] == [unknown] for n in nodegroups)
+    # A stack reference reads an existing stack: nothing to deploy, so no resource of its own.
+    assert not [r for r in resources if r["type"] == "pulumi:pulumi:StackReference"]
+    written = "".join(p.read_text(encoding="utf-8") for p in out.rglob("*") if p.is_file())
+    assert "<pulumi output:" not in written
+
+    result = invoke("check", str(stack), "--program", str(program))
+    assert result.exit_code in (0, 1), result.output
+    assert "check dev:" in result.output and "Traceback" not in result.output
 
 
 def test_a_config_key_the_program_requires_and_the_stack_lacks_is_one_clear_error(tmp_path: Path) -> None:

@@ -63,8 +63,55 @@ MISTAKES: list[tuple[str, str, Edit, str, str, tuple[str, ...]]] = [
         ("48h",),
     ),
     ("zone-outside-region", "gcp", _set("zone", "us-east5-a"), "error", "zone", ("not a zone of region us-central1",)),
-    ("misspelt-region", "gcp", _set("region", "us-centrall1"), "error", "region", ("us-central1",)),
+    (
+        "misspelt-region",
+        "gcp",
+        _set("region", "us-centrall1"),
+        "error",
+        "region",
+        ("does not match zone", "us-central1"),
+    ),
+    (
+        "misspelt-region-no-zone",
+        "aws",
+        _both(_set("region", "us-easst-1"), lambda raw: raw.pop("zone", None)),
+        "warning",
+        "region",
+        ("not in the catalog", "did you mean 'us-east-1'"),
+    ),
+    ("not-a-region-name", "gcp", _set("region", "Iowa"), "error", "region", ("not a GCP region name",)),
+    (
+        "govcloud",
+        "aws",
+        _both(_set("region", "us-gov-west-1"), _set("zone", "us-gov-west-1a")),
+        "error",
+        "region",
+        ("aws-us-gov",),
+    ),
     ("aws-zone-outside-region", "aws", _set("zone", "us-west-2a"), "error", "zone", ("us-east-1",)),
+    (
+        "region-opened-since",
+        "gcp",
+        _both(
+            _set("region", "us-east9"),
+            _set("zone", "us-east9-a"),
+            lambda raw: raw.update(pools=[p for p in raw["pools"] if p["kind"] == "cpu"], tpuSlices=[]),
+        ),
+        "warning",
+        "region",
+        ("not in the catalog", "opened since"),
+    ),
+    (
+        "ai-zone",
+        "gcp",
+        _both(
+            _set("zone", "us-central1-ai1a"),
+            lambda raw: raw.update(pools=[p for p in raw["pools"] if p["kind"] == "cpu"], tpuSlices=[]),
+        ),
+        "warning",
+        "zone",
+        ("AI zone",),
+    ),
     (
         "tpu-v5p-where-none",
         "gcp",
@@ -157,11 +204,37 @@ def test_shipped_stacks_give_no_warning(stack: str) -> None:
     assert build_plan(declaration(stack)).warnings == ()
 
 
+@pytest.mark.parametrize(
+    ("reference", "expected"),
+    [
+        # Tags that name Slurm: an explicit token, or a leading Slurm release in a repository named for Slurm.
+        ("registry.example.com/slonk/slurm-cuda:25.05.3-cuda12.8.1", ("25.05", "12.8")),
+        ("registry.example.com/hpc/worker:slurm-24.11.5-cuda12.6.3-ubuntu24.04", ("24.11", "12.6")),
+        ("ghcr.io/slinkyproject/slurmd:25.05-ubuntu24.04", ("25.05", None)),
+        ("registry.example.com/x/img:ubuntu-24.04-slurm-25.05-cuda12.8", ("25.05", "12.8")),
+        ("registry.example.com/x/img:pytorch-25.01-slurm-25.05", ("25.05", None)),
+        ("registry.example.com/x/img:25.01-py3-slurm25.05", ("25.05", None)),
+        # Look-alikes that say nothing about Slurm: NGC's monthly releases, OS versions.
+        ("nvcr.io/nvidia/pytorch:25.01-py3", (None, None)),
+        ("nvcr.io/nvidia/pytorch:24.11-py3", (None, None)),
+        ("nvcr.io/nvidia/tensorflow:24.10-tf2-py3", (None, None)),
+        ("nvcr.io/nvidia/nemo:25.02.01", (None, None)),
+        ("registry.example.com/slurm-cuda:ubuntu-22.04", (None, None)),
+        ("registry.example.com/slurm-cuda:24.04-25.05", (None, None)),
+        ("registry.example.com/slurm-cuda:debian-12.10", (None, None)),
+        ("nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04", (None, None)),
+    ],
+)
+def test_tag_versions_read_real_world_tags(reference: str, expected: tuple[str | None, str | None]) -> None:
+    assert tag_versions(reference) == expected
+
+
 def test_tag_versions_read_only_tags_that_name_them() -> None:
     ref = "registry.example.com/slonk/slurm-cuda:25.05.3-cuda12.8.1@sha256:" + "a" * 64
     assert image_tag(ref) == "25.05.3-cuda12.8.1"
     assert tag_versions(ref) == ("25.05", "12.8")
     assert tag_versions("localhost:5000/slonk:slurm-24.11-cuda-12.4") == ("24.11", "12.4")
+    assert tag_versions("localhost:5000/slurm:24.11-cuda-12.4") == ("24.11", "12.4")
     # A registry port is not a tag; a digest alone and a date tag name no versions.
     assert tag_versions("localhost:5000/slonk@sha256:" + "b" * 64) == (None, None)
     assert tag_versions("registry.example.com/slonk:2026-11-24") == (None, None)
@@ -176,3 +249,27 @@ def test_every_zone_offering_an_accelerator_is_a_zone_of_a_known_region() -> Non
         assert offering.source.startswith("https://"), name
     for name, aws_offering in locations.aws.regions_offering.items():
         assert set(aws_offering.regions) <= set(locations.aws.regions), name
+
+
+@pytest.mark.parametrize("zone", ["use1-az4", "us-east-1-bos-1a", "us-east-1f"])
+def test_aws_zone_forms_are_accepted(zone: str) -> None:
+    """AZ IDs (what shared reservations name) and Local Zones are valid AWS zones: never refused."""
+    raw = declaration("aws")
+    raw["zone"] = zone
+    assert build_plan(raw).warnings == ()
+
+
+def test_no_accelerator_warning_where_the_list_does_not_reach_or_a_reservation_proves_it() -> None:
+    # TPU v5p in europe-west4-b: the catalog's TPU lists cover North America only.
+    raw = declaration("gcp")
+    raw.update(region="europe-west4", zone="europe-west4-b", pools=[p for p in raw["pools"] if p["kind"] == "cpu"])
+    assert [w for w in build_plan(raw).warnings if "tpu" in w.message] == []
+    # An H100 pool with a reservation in a zone the GPU list lacks: the reservation is the proof.
+    raw = declaration("gcp")
+    raw.update(zone="us-central1-f", tpuSlices=[])
+    raw["pools"] = [p for p in raw["pools"] if p["name"] in ("h100-a", "cpu")]
+    assert raw["pools"][0]["reservation"]
+    assert build_plan(raw).warnings == ()
+    del raw["pools"][0]["reservation"]
+    (warning,) = build_plan(raw).warnings
+    assert warning.path == "zone" and "gcloud compute machine-types list" in warning.message

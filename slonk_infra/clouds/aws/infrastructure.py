@@ -47,6 +47,7 @@ from slonk_infra.clouds.common import (
     exec_kubeconfig,
     existing_cluster_provider,
 )
+from slonk_infra.declaration.errors import DeclarationError, Problem
 from slonk_infra.declaration.model import AwsClusterDeclaration, AwsSpec
 from slonk_infra.plan import ClusterPlan
 
@@ -65,6 +66,32 @@ NODE_ROLE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
     "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
 )
+
+
+def aws_declaration(plan: ClusterPlan) -> AwsClusterDeclaration:
+    """The plan's declaration, whose region is the stack's ``aws:region`` (where the default AWS provider
+    creates everything).
+
+    The adapter makes no provider of its own, so a stack whose ``aws:region`` says otherwise would build the
+    cluster in that region while the kubeconfig and the checks speak of the declared one; refused before
+    anything registers. Unset (the environment's AWS_REGION decides) is not checked.
+    """
+    decl = plan.declaration
+    # build_plan made the declaration an AwsClusterDeclaration, and the aws target's rules require a
+    # region; a plan for another target fails here.
+    assert isinstance(decl, AwsClusterDeclaration) and decl.region, f"not an aws plan: {decl.cloud}"
+    configured = pulumi.Config("aws").get("region")
+    if configured and configured != decl.region:
+        raise DeclarationError(
+            [
+                Problem(
+                    "region",
+                    f"{plan.declaration.region!r} but the stack's aws:region is {configured!r}, where the AWS "
+                    "provider would create everything; make the two the same",
+                )
+            ]
+        )
+    return decl
 
 
 def _principal_slug(arn: str) -> str:
@@ -92,14 +119,11 @@ class AwsInfrastructure(CloudComponent):
     result: CloudResult
 
     def __init__(self, name: str, plan: ClusterPlan, opts: pulumi.ResourceOptions | None = None) -> None:
+        decl = aws_declaration(plan)
         super().__init__(TOKEN, name, opts)
-        decl = plan.declaration
-        # build_plan made the declaration an AwsClusterDeclaration, and the aws target's rules require a
-        # region; a plan for another target fails here.
-        assert isinstance(decl, AwsClusterDeclaration) and decl.region, f"not an aws plan: {decl.cloud}"
         self.plan = plan
         self.aws: AwsSpec = decl.aws
-        self.region: str = decl.region
+        self.region: str = decl.region or ""  # aws_declaration asserted it is set
         # What resources receive: the program's Outputs where the declaration was given them.
         self.vpc_id: pulumi.Input[str] = plan.pulumi_input(self.aws.vpc_id)
         self.subnets: list[pulumi.Input[str]] = [plan.pulumi_input(s) for s in self.aws.subnet_ids]
