@@ -103,7 +103,7 @@ if [ -f "$SLONK_SRC/pyproject.toml" ]; then
     # Pins come from pyproject.toml, the one place they are kept; only the libraries pods import.
     pins="$(python3 - "$SLONK_SRC/pyproject.toml" <<'EOF'
 import re, sys, tomllib
-pod_side = {"pydantic", "pyyaml", "click", "python-hostlist", "nvidia-ml-py", "prometheus-client", "kubernetes", "pyjwt"}
+pod_side = {"pydantic", "pyyaml", "click", "python-hostlist", "nvidia-ml-py", "prometheus-client", "kubernetes", "pyjwt", "msgspec"}
 deps = tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
 print(" ".join(d for d in deps if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() in pod_side))
 EOF

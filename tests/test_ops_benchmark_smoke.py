@@ -45,3 +45,17 @@ def test_quick_benchmark(tmp_path: Path) -> None:
     assert result["slurm_calls"] == {"list_nodes": 1, "list_jobs": 1}
     assert result["kube_calls"] == {"list_nodes": 1, "list_pods": 1}
     assert result["changes"] == 0
+
+
+def test_decode_benchmark_runs_and_prints_its_table() -> None:
+    """benchmarks/decode.py at 64 records: runs as a file from the checkout and prints every row."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "decode.py"), "--nodes", "64", "--samples", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for row in ("| slurm nodes |", "| kubernetes nodes |", "| pods |", "| all three |"):
+        assert row in proc.stdout

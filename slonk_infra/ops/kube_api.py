@@ -2,8 +2,8 @@
 
 Lists are read with ``resourceVersion=0`` (served from the API server's watch cache, the cheap way
 to list thousands of nodes) and decoded straight from JSON into :mod:`slonk_infra.ops.model`
-records; building the client's model objects for every field of 4,096 nodes would cost more than
-the rest of a tick. Patches are JSON merge patches of annotations and ``spec.unschedulable`` only.
+records through :mod:`slonk_infra.ops.wire`, which reads only the fields a record keeps; building the
+client's model objects for every field of 4,096 nodes would cost more than the rest of a tick. Patches are JSON merge patches of annotations and ``spec.unschedulable`` only.
 
 Permissions used (see :mod:`slonk_infra.kube.operations`): nodes get/list/patch cluster-wide; pods
 list/patch/delete in the Slurm namespace.
@@ -19,9 +19,22 @@ from typing import Any
 
 import kubernetes.client as k8s
 import kubernetes.config
+import msgspec
 from kubernetes.client.exceptions import ApiException
 
 from slonk_infra.ops.model import KubeNode, KubePod, Taint
+from slonk_infra.ops.wire import (
+    KUBE_NODES,
+    KUBE_PODS,
+    DecodeError,
+    NodeSpec,
+    NodeStatus,
+    NodeWire,
+    ObjectMeta,
+    PodSpec,
+    PodStatus,
+    PodWire,
+)
 
 
 class KubeError(RuntimeError):
@@ -34,34 +47,36 @@ def _time(text: str | None) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def node_from(raw: Mapping[str, Any]) -> KubeNode:
-    """A Node object (JSON) as a record."""
-    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+def node_from(raw: NodeWire | Mapping[str, Any]) -> KubeNode:
+    """A Node object (as decoded from a list, or as JSON) as a record."""
+    w = raw if isinstance(raw, NodeWire) else msgspec.convert(raw, NodeWire)
+    meta, spec, status = w.metadata or ObjectMeta(), w.spec or NodeSpec(), w.status or NodeStatus()
     return KubeNode(
-        name=meta["name"],
-        uid=meta.get("uid", ""),
-        unschedulable=bool(spec.get("unschedulable", False)),
-        taints=tuple(Taint(t["key"], t.get("value", "") or "", t.get("effect", "")) for t in spec.get("taints") or []),
-        labels=dict(meta.get("labels") or {}),
-        annotations=dict(meta.get("annotations") or {}),
-        conditions={c["type"]: c.get("status", "Unknown") for c in status.get("conditions") or []},
-        provider_id=spec.get("providerID", "") or "",
-        boot_id=(status.get("nodeInfo") or {}).get("bootID", "") or "",
+        name=meta.name,
+        uid=meta.uid,
+        unschedulable=bool(spec.unschedulable),
+        taints=tuple(Taint(t.key, t.value or "", t.effect) for t in spec.taints or ()),
+        labels=dict(meta.labels or {}),
+        annotations=dict(meta.annotations or {}),
+        conditions={c.type: c.status for c in status.conditions or ()},
+        provider_id=spec.providerID or "",
+        boot_id=(status.nodeInfo.bootID if status.nodeInfo else None) or "",
     )
 
 
-def pod_from(raw: Mapping[str, Any]) -> KubePod:
-    """A Pod object (JSON) as a record."""
-    meta, spec, status = raw.get("metadata") or {}, raw.get("spec") or {}, raw.get("status") or {}
+def pod_from(raw: PodWire | Mapping[str, Any]) -> KubePod:
+    """A Pod object (as decoded from a list, or as JSON) as a record."""
+    w = raw if isinstance(raw, PodWire) else msgspec.convert(raw, PodWire)
+    meta, spec, status = w.metadata or ObjectMeta(), w.spec or PodSpec(), w.status or PodStatus()
     return KubePod(
-        name=meta["name"],
-        uid=meta.get("uid", ""),
-        node_name=spec.get("nodeName", "") or "",
-        labels=dict(meta.get("labels") or {}),
-        annotations=dict(meta.get("annotations") or {}),
-        created=_time(meta.get("creationTimestamp")),
-        phase=status.get("phase", "") or "",
-        deleting=meta.get("deletionTimestamp") is not None,
+        name=meta.name,
+        uid=meta.uid,
+        node_name=spec.nodeName or "",
+        labels=dict(meta.labels or {}),
+        annotations=dict(meta.annotations or {}),
+        created=_time(meta.creationTimestamp),
+        phase=status.phase or "",
+        deleting=meta.deletionTimestamp is not None,
     )
 
 
@@ -91,7 +106,7 @@ class KubeApi:
             conf.ssl_ca_cert = ca_file
         return cls(k8s.ApiClient(conf), namespace)
 
-    def _json(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+    def _raw(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> bytes:
         self.calls[kind] += 1
         try:
             resp = call(*args, _preload_content=False, _request_timeout=60, **kwargs)
@@ -99,20 +114,38 @@ class KubeApi:
             raise KubeError(f"{kind}: HTTP {exc.status} {exc.reason}: {(exc.body or '')[:300]}") from None
         except OSError as exc:  # urllib3 connection errors derive from OSError
             raise KubeError(f"{kind}: {exc}") from None
-        data = resp.data
+        data: bytes = resp.data or b""
+        return data
+
+    def _json(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        data = self._raw(kind, call, *args, **kwargs)
         return json.loads(data) if data else {}
+
+    def _list(self, kind: str, decoder: msgspec.json.Decoder[Any], call: Any, *args: Any, **kwargs: Any) -> Any:
+        data = self._raw(kind, call, *args, **kwargs)
+        try:
+            return decoder.decode(data or b"{}")
+        except DecodeError as exc:
+            raise KubeError(f"{kind}: not a list the controller can read: {exc}") from None
 
     def list_nodes(self, selector: str = "") -> list[KubeNode]:
         """Every node matching ``selector``: one call."""
-        answer = self._json("list_nodes", self.core.list_node, label_selector=selector, resource_version="0")
-        return [node_from(n) for n in answer.get("items") or []]
+        answer = self._list(
+            "list_nodes", KUBE_NODES, self.core.list_node, label_selector=selector, resource_version="0"
+        )
+        return [node_from(n) for n in answer.items or ()]
 
     def list_pods(self, selector: str) -> list[KubePod]:
         """The worker pods: one call."""
-        answer = self._json(
-            "list_pods", self.core.list_namespaced_pod, self.namespace, label_selector=selector, resource_version="0"
+        answer = self._list(
+            "list_pods",
+            KUBE_PODS,
+            self.core.list_namespaced_pod,
+            self.namespace,
+            label_selector=selector,
+            resource_version="0",
         )
-        return [pod_from(p) for p in answer.get("items") or []]
+        return [pod_from(p) for p in answer.items or ()]
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:
         """Merge patch of a node (annotations, spec.unschedulable)."""

@@ -18,8 +18,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import hostlist
+import msgspec
 
 from slonk_infra.ops.model import SlurmJob, SlurmNode
+from slonk_infra.ops.wire import SlurmJobWire, SlurmNodeWire
 
 # Base states; everything else in a v0.0.4x state list is a flag.
 BASE_STATES = frozenset({"IDLE", "ALLOCATED", "MIXED", "DOWN", "ERROR", "FUTURE", "UNKNOWN"})
@@ -83,38 +85,51 @@ def state_parts(state: Any, flags: Any = None) -> tuple[str, frozenset[str]]:
     return base, frozenset(s for s in items if s != base)
 
 
-def node_from(raw: Mapping[str, Any]) -> SlurmNode:
-    """One node record."""
-    base, flags = state_parts(raw.get("state"), raw.get("state_flags"))
+def node_from(raw: SlurmNodeWire | Mapping[str, Any]) -> SlurmNode:
+    """One node record (as a list decodes it, or as JSON)."""
+    w = raw if isinstance(raw, SlurmNodeWire) else msgspec.convert(raw, SlurmNodeWire)
+    if w.name is None:
+        raise KeyError("name")
+    base, flags = state_parts(w.state, w.state_flags)
     return SlurmNode(
-        name=str(raw["name"]),
+        name=str(w.name),
         state=base,
         flags=flags,
-        reason=str(raw.get("reason") or ""),
-        reason_time=number(raw.get("reason_changed_at")),
-        cpus=int(number(raw.get("cpus"))),
-        alloc_cpus=int(number(raw.get("alloc_cpus"))),
-        gpus=gpu_count(str(raw.get("gres") or "")),
-        gpus_used=gpu_count(str(raw.get("gres_used") or "")),
-        partitions=tuple(_strings(raw.get("partitions"))),
-        comment=str(raw.get("comment") or ""),
-        slurmd_start=number(raw.get("slurmd_start_time")),
+        reason=str(w.reason or ""),
+        reason_time=number(w.reason_changed_at),
+        cpus=int(number(w.cpus)),
+        alloc_cpus=int(number(w.alloc_cpus)),
+        gpus=gpu_count(str(w.gres or "")),
+        gpus_used=gpu_count(str(w.gres_used or "")),
+        partitions=_partitions(w.partitions),
+        comment=str(w.comment or ""),
+        slurmd_start=number(w.slurmd_start_time),
     )
 
 
-def job_from(raw: Mapping[str, Any]) -> SlurmJob:
-    """One job record."""
-    nodes = str(raw.get("nodes") or "")
+def job_from(raw: SlurmJobWire | Mapping[str, Any]) -> SlurmJob:
+    """One job record (as a list decodes it, or as JSON)."""
+    w = raw if isinstance(raw, SlurmJobWire) else msgspec.convert(raw, SlurmJobWire)
+    nodes = str(w.nodes or "")
     return SlurmJob(
-        job_id=int(number(raw.get("job_id"))),
-        state=_job_state(raw.get("job_state")),
-        partition=str(raw.get("partition") or ""),
+        job_id=int(number(w.job_id)),
+        state=_job_state(w.job_state),
+        partition=str(w.partition or ""),
         nodes=tuple(hostlist.expand_hostlist(nodes)) if nodes and nodes != "None assigned" else (),
-        submit_time=number(raw.get("submit_time")),
-        start_time=number(raw.get("start_time")),
-        name=str(raw.get("name") or ""),
-        user=str(raw.get("user_name") or ""),
+        submit_time=number(w.submit_time),
+        start_time=number(w.start_time),
+        name=str(w.name or ""),
+        user=str(w.user_name or ""),
     )
+
+
+@functools.lru_cache(maxsize=1024)  # thousands of nodes share a handful of partition lists
+def _partitions_of(value: str | tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(_strings(value))
+
+
+def _partitions(value: Any) -> tuple[str, ...]:
+    return _partitions_of(tuple(value) if isinstance(value, list) else value) if value else ()
 
 
 def _job_state(value: Any) -> str:

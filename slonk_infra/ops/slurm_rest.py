@@ -31,9 +31,11 @@ from urllib.parse import urlsplit
 
 import hostlist
 import jwt
+import msgspec
 
 from slonk_infra.ops.model import SlurmJob, SlurmNode
 from slonk_infra.ops.slurm_records import job_from, node_from
+from slonk_infra.ops.wire import SLURM_JOBS, SLURM_NODES, DecodeError
 
 _VERSION_PATH = re.compile(r"^/slurm/v0\.0\.(\d+)/nodes/?$")
 
@@ -162,6 +164,23 @@ class SlurmRest:
 
     def request(self, method: str, path: str, body: Any = None, kind: str = "other") -> dict[str, Any]:
         """One request; the decoded JSON answer. Raises on transport errors, HTTP errors and Slurm errors."""
+        status, raw = self._send(method, path, body, kind)
+        return self._answer(method, path, status, raw)
+
+    def _list(self, path: str, kind: str, decoder: msgspec.json.Decoder[Any]) -> Any:
+        """A GET whose answer is decoded into only the fields the records read (:mod:`slonk_infra.ops.wire`)."""
+        status, raw = self._send("GET", path, None, kind)
+        try:
+            answer = decoder.decode(raw) if status < 400 else None
+        except DecodeError:
+            answer = None
+        if answer is None:
+            self._answer("GET", path, status, raw)  # raises with slurmrestd's own words
+            raise SlurmError(f"GET {path}: HTTP {status}: not an answer the controller can read: {raw[:300]!r}")
+        self._raise_errors("GET", path, status, raw, answer.errors)
+        return answer
+
+    def _send(self, method: str, path: str, body: Any, kind: str) -> tuple[int, bytes]:
         self.calls[kind] += 1
         headers = {
             "X-SLURM-USER-NAME": self.signer.user,
@@ -181,17 +200,24 @@ class SlurmRest:
             raise SlurmUnreachable(f"slurmrestd at {self.url}: {exc}") from None
         finally:
             conn.close()
+        return resp.status, raw
+
+    def _answer(self, method: str, path: str, status: int, raw: bytes) -> dict[str, Any]:
         try:
             answer = json.loads(raw) if raw else {}
         except json.JSONDecodeError:
             answer = None
         if not isinstance(answer, dict):
-            raise SlurmError(f"{method} {path}: HTTP {resp.status}: {raw[:300]!r}")
-        errors = [e for e in answer.get("errors") or [] if isinstance(e, dict)]
-        if resp.status >= 400 or errors:
-            text = "; ".join(str(e.get("description") or e.get("error") or e) for e in errors)
-            raise SlurmError(f"{method} {path}: HTTP {resp.status}: {text or raw[:300]!r}")
+            raise SlurmError(f"{method} {path}: HTTP {status}: {raw[:300]!r}")
+        self._raise_errors(method, path, status, raw, answer.get("errors"))
         return answer
+
+    @staticmethod
+    def _raise_errors(method: str, path: str, status: int, raw: bytes, reported: Any) -> None:
+        errors = [e for e in reported or [] if isinstance(e, dict)]
+        if status >= 400 or errors:
+            text = "; ".join(str(e.get("description") or e.get("error") or e) for e in errors)
+            raise SlurmError(f"{method} {path}: HTTP {status}: {text or raw[:300]!r}")
 
     # ------------------------------------------------------------------ API
     def api(self) -> ApiInfo:
@@ -203,14 +229,14 @@ class SlurmRest:
 
     def list_nodes(self) -> list[SlurmNode]:
         """Every node record slurmctld shows (FUTURE ones are hidden, as in sinfo): one call."""
-        answer = self.request("GET", self.api().nodes_path, kind="list_nodes")
+        answer = self._list(self.api().nodes_path, "list_nodes", SLURM_NODES)
         self.last_update = time.time()
-        return [node_from(n) for n in answer.get("nodes") or []]
+        return [node_from(n) for n in answer.nodes or ()]
 
     def list_jobs(self) -> list[SlurmJob]:
         """Every job slurmctld still holds: one call."""
-        answer = self.request("GET", self.api().jobs_path, kind="list_jobs")
-        return [job_from(j) for j in answer.get("jobs") or []]
+        answer = self._list(self.api().jobs_path, "list_jobs", SLURM_JOBS)
+        return [job_from(j) for j in answer.jobs or ()]
 
     def update_nodes(self, names: Sequence[str], state: str, reason: str = "") -> None:
         """Sets ``state`` (DRAIN or RESUME) on ``names``; one call where the API allows it."""

@@ -1,0 +1,162 @@
+"""The list answers a tick reads, decoded into only the fields the records use (msgspec).
+
+At 4,096 nodes a tick's CPU went mostly to decoding: slurmrestd's node list (v0.0.45: about 2.7 KB and
+sixty fields a node) and the Kubernetes node and pod lists, each decoded whole by the standard library into
+dicts that were read for a dozen fields and thrown away, with the garbage collector rescanning them.
+Decoding into structs that name only those fields skips the rest in C, and the structs are not tracked by
+the collector (benchmarks/README.md has the figures).
+
+The Slurm fields stay loosely typed (``Any``): v0.0.38 sends plain numbers and comma strings, v0.0.39 and
+later number structs and lists, and the readers of :mod:`slonk_infra.ops.slurm_records` accept either, so
+one reader serves every data-parser version and no new shape can fail a whole tick. The Kubernetes fields
+follow the core/v1 API, which does not change shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+# ----------------------------------------------------------------------------- slurmrestd
+
+
+class SlurmNodeWire(msgspec.Struct, gc=False):
+    """The fields of one slurmrestd node record that :func:`~slonk_infra.ops.slurm_records.node_from` reads."""
+
+    name: Any = None
+    state: Any = None
+    state_flags: Any = None
+    reason: Any = None
+    reason_changed_at: Any = None
+    cpus: Any = None
+    alloc_cpus: Any = None
+    gres: Any = None
+    gres_used: Any = None
+    partitions: Any = None
+    comment: Any = None
+    slurmd_start_time: Any = None
+
+
+class SlurmJobWire(msgspec.Struct, gc=False):
+    """The fields of one slurmrestd job record that :func:`~slonk_infra.ops.slurm_records.job_from` reads."""
+
+    job_id: Any = None
+    job_state: Any = None
+    partition: Any = None
+    nodes: Any = None
+    submit_time: Any = None
+    start_time: Any = None
+    name: Any = None
+    user_name: Any = None
+
+
+class SlurmNodesAnswer(msgspec.Struct):
+    """``GET .../nodes``: the records and the errors slurmrestd reports beside them."""
+
+    nodes: list[SlurmNodeWire] | None = None
+    errors: list[Any] | None = None
+
+
+class SlurmJobsAnswer(msgspec.Struct):
+    """``GET .../jobs``: the records and the errors slurmrestd reports beside them."""
+
+    jobs: list[SlurmJobWire] | None = None
+    errors: list[Any] | None = None
+
+
+# ----------------------------------------------------------------------------- Kubernetes
+
+
+class ObjectMeta(msgspec.Struct, gc=False):
+    """The metadata a record keeps."""
+
+    name: str = ""
+    uid: str = ""
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+
+
+class NodeTaint(msgspec.Struct, gc=False):
+    """spec.taints[]."""
+
+    key: str = ""
+    value: str | None = None
+    effect: str = ""
+
+
+class NodeSpec(msgspec.Struct, gc=False):
+    """What a node record keeps of spec."""
+
+    unschedulable: bool | None = None
+    taints: list[NodeTaint] | None = None
+    providerID: str | None = None
+
+
+class NodeCondition(msgspec.Struct, gc=False):
+    """status.conditions[]."""
+
+    type: str = ""
+    status: str = "Unknown"
+
+
+class NodeSystemInfo(msgspec.Struct, gc=False):
+    """status.nodeInfo."""
+
+    bootID: str | None = None
+
+
+class NodeStatus(msgspec.Struct, gc=False):
+    """What a node record keeps of status."""
+
+    conditions: list[NodeCondition] | None = None
+    nodeInfo: NodeSystemInfo | None = None
+
+
+class NodeWire(msgspec.Struct, gc=False):
+    """A Node, as far as :func:`~slonk_infra.ops.kube_api.node_from` reads it."""
+
+    metadata: ObjectMeta | None = None
+    spec: NodeSpec | None = None
+    status: NodeStatus | None = None
+
+
+class PodSpec(msgspec.Struct, gc=False):
+    """What a pod record keeps of spec."""
+
+    nodeName: str | None = None
+
+
+class PodStatus(msgspec.Struct, gc=False):
+    """What a pod record keeps of status."""
+
+    phase: str | None = None
+
+
+class PodWire(msgspec.Struct, gc=False):
+    """A Pod, as far as :func:`~slonk_infra.ops.kube_api.pod_from` reads it."""
+
+    metadata: ObjectMeta | None = None
+    spec: PodSpec | None = None
+    status: PodStatus | None = None
+
+
+class NodeList(msgspec.Struct):
+    """A NodeList's items."""
+
+    items: list[NodeWire] | None = None
+
+
+class PodList(msgspec.Struct):
+    """A PodList's items."""
+
+    items: list[PodWire] | None = None
+
+
+SLURM_NODES = msgspec.json.Decoder(SlurmNodesAnswer)
+SLURM_JOBS = msgspec.json.Decoder(SlurmJobsAnswer)
+KUBE_NODES = msgspec.json.Decoder(NodeList)
+KUBE_PODS = msgspec.json.Decoder(PodList)
+DecodeError = (msgspec.DecodeError, msgspec.ValidationError)
