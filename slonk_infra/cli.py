@@ -14,7 +14,7 @@ from typing import NoReturn
 
 import click
 
-from slonk_infra.clouds import MissingExtraError, build_plan, require_sdk
+from slonk_infra.clouds import MissingExtraError, build_plan, require_sdk, stack_config_problems
 from slonk_infra.declaration.errors import DeclarationError, Problem, StackFileError
 from slonk_infra.declaration.stacks import load_declaration, load_stack_config, stack_name
 from slonk_infra.plan import ClusterPlan
@@ -58,31 +58,36 @@ STRICT = click.option(
 def _plan(stack: str, stacks_dir: Path | None, strict: bool = False, deploys: bool = False) -> ClusterPlan:
     """Read and validate the declaration, listing every problem, before any resource is declared.
 
-    Warnings go to standard error, one per line, after any errors would have; ``strict`` ends the
-    command on them (exit status 2) as it would on an error. ``deploys``: the command runs the program,
-    so the cloud's provider SDK (its package extra) must be installed.
+    Warnings go to standard error, one per line; ``strict`` ends the command on them (exit status 2) as
+    it would on an error. ``deploys``: the command runs the program, so the cloud's provider SDK (its
+    package extra) must be installed, and the warnings are printed by the program as it runs (``Cluster``
+    logs each, as in ``pulumi preview``), not here a second time.
     """
     try:
         plan = build_plan(load_declaration(stack, stacks_dir))
+        against_config = stack_config_problems(plan, load_stack_config(stack, stacks_dir))
+        if against_config:
+            raise DeclarationError(against_config)
         if deploys:
             require_sdk(plan.declaration.cloud)
     except (DeclarationError, StackFileError, MissingExtraError) as err:
         _fail(err)
-    _warn(plan.warnings, strict)
+    _warn(plan.warnings, strict, show=not deploys or strict)
     return plan
 
 
-def _warn(warnings: Sequence[Problem], strict: bool) -> None:
-    """Print each warning once, by field; with ``strict``, stop as on an error."""
-    for problem in warnings:
+def _warn(warnings: Sequence[Problem], strict: bool, show: bool = True) -> None:
+    """Print each warning by field (unless the program prints them); with ``strict``, stop as on an error."""
+    for problem in warnings if show else ():
         click.echo(f"warning: {problem}", err=True)
     if strict and warnings:
         _fail(ValueError(f"{len(warnings)} warning(s) refused by --strict"))
 
 
 def _program_warnings(plans: Iterable[ClusterPlan], strict: bool) -> None:
-    """A user's program declares its own clusters (the stack file need not): their warnings, once it has run."""
-    _warn([w for plan in plans for w in plan.warnings], strict)
+    """A user's program declares its own clusters (the stack file need not): ``strict`` refuses their
+    warnings once it has run (the run printed them)."""
+    _warn([w for plan in plans for w in plan.warnings], strict, show=False)
 
 
 @click.group(epilog=STACK_HELP)

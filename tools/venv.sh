@@ -40,7 +40,7 @@ log="$(mktemp)"
 start=$SECONDS
 if ! "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off -c constraints.txt \
   -e ".${EXTRAS:+[$EXTRAS]}" 2>&1 | tee "$log" |
-  awk '/^Collecting /{n++; printf "tools/venv.sh:   %3d %s\n", n, $2; fflush()}'; then
+  awk '/^(Collecting|Processing) /{n++; name = $2; sub(".*/", "", name); printf "tools/venv.sh:   %3d %s\n", n, name; fflush()}'; then
   cat "$log" >&2
   rm -f "$log"
   echo "tools/venv.sh: pip failed (its output above)" >&2

@@ -24,6 +24,21 @@ GCP_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
 GCP_ZONE_SUFFIX = re.compile(r"^(?:[a-z]|ai\d+[a-z])$")
 AWS_REGION = re.compile(r"^[a-z]{2}(?:-gov|-iso[a-z]?)?-[a-z]+-\d+$")
 AWS_AZ_ID = re.compile(r"^[a-z]{2,5}\d+-az\d+$")
+# An AZ ID's prefix is its region's name shortened: "us-east-1" -> "use1", "ap-southeast-2" -> "apse2".
+_DIRECTIONS = {"north": "n", "south": "s", "east": "e", "west": "w", "central": "c"}
+
+
+def az_id_prefix(region: str) -> str:
+    """The AZ ID prefix of an AWS region (``use1`` for us-east-1, ``apne1`` for ap-northeast-1)."""
+    geo, *words, number = region.split("-")
+    short = ""
+    for word in words:
+        for direction in ("north", "south", "east", "west", "central"):
+            word = word.replace(direction, _DIRECTIONS[direction])
+        short += word
+    return f"{geo}{short}{number}"
+
+
 # Partitions whose ARNs are not "arn:aws:" (the AWS adapter's IAM policy ARNs are written for "aws").
 AWS_OTHER_PARTITIONS = {"us-gov-": "aws-us-gov (GovCloud)", "cn-": "aws-cn (China)", "us-iso": "aws-iso"}
 

@@ -26,6 +26,7 @@ from slonk_infra import plan as _plan
 from slonk_infra.catalog import Catalog
 from slonk_infra.clouds import registry
 from slonk_infra.clouds.registry import MissingExtraError, require_sdk
+from slonk_infra.declaration.errors import Problem
 from slonk_infra.declaration.model import ClusterDeclaration
 from slonk_infra.lazy import lazy_getattr
 from slonk_infra.plan import ClusterPlan
@@ -61,6 +62,12 @@ def build_plan(raw: Mapping[str, Any] | ClusterDeclaration, catalog: Catalog | N
     Raises :class:`~slonk_infra.declaration.errors.DeclarationError` listing every problem.
     """
     return _plan.build_plan(raw, targets=registry.targets(), catalog=catalog)
+
+
+def stack_config_problems(plan: ClusterPlan, config: Mapping[str, Any]) -> list[Problem]:
+    """What the stack file's other config keys (``aws:region``) say against the plan's declaration."""
+    check = registry.target(plan.declaration.cloud).stack_config_problems
+    return check(plan.declaration, config) if check else []
 
 
 def deployer_of(cloud: str) -> Deployer:

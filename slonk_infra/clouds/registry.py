@@ -50,5 +50,5 @@ def require_sdk(cloud: str) -> None:
     if missing:
         raise MissingExtraError(
             f"cloud: {cloud} needs {', '.join(missing)}, which is not installed; install the {found.extra!r} "
-            f"extra: pip install 'slonk-infra[{found.extra}]' (in a checkout: bash tools/venv.sh)"
+            f"extra: pip install -c constraints.txt '.[{found.extra}]' in a checkout of slonk-infra (or bash tools/venv.sh)"
         )

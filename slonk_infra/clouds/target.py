@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from slonk_infra.declaration.errors import Problem
@@ -58,6 +58,9 @@ class CloudTarget:
     its own: true where a LoadBalancer faces the internet."""
     policy_types: PolicyTypes
     """The target's resource types the policy pack must recognize."""
+    stack_config_problems: Callable[[ClusterDeclaration, Mapping[str, Any]], list[Problem]] | None = None
+    """What the stack's other config keys (the provider's, such as ``aws:region``) say against the
+    declaration; None where nothing is checked."""
     sdk_modules: tuple[str, ...] = ()
     """The provider SDK modules its deployer imports (``pulumi_gcp``); none for a target that needs only
     Kubernetes."""

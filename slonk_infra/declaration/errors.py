@@ -85,6 +85,11 @@ def from_validation_error(
                 msg = f"required when cloud is {cloud}"
         elif e["type"] == "none_required" and cloud:
             msg = f"given but cloud is {cloud}"
+        elif (
+            e["type"] == "string_type" and isinstance(e.get("input"), int | float) and not isinstance(e["input"], bool)
+        ):
+            # YAML reads 1.30 as 1.3 and 30:00 as 1800: what was written is gone, so say how to keep it.
+            msg = f'{msg} (got the number {e["input"]!r}); quote it in the YAML file, e.g. "1.30" or "30:00"'
         elif "input" in e and e["type"] not in ("value_error",) and not isinstance(e["input"], dict | list):
             msg = f"{msg} (got {e['input']!r})"
         problems.append(Problem(path, msg))

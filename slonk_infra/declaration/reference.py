@@ -162,10 +162,10 @@ def stack_schema() -> dict[str, Any]:
         "required": ["config"],
         "properties": {
             "config": {
-                "description": f"Stack configuration. {CONFIG_KEY} is the cluster declaration; other keys "
-                "(kubernetes:..., gcp:project, aws:region, a program's own) are Pulumi's and the providers'.",
+                "description": f"Stack configuration. {CONFIG_KEY} is the cluster declaration (a stack of your "
+                "own program, whose code declares the cluster, has none); other keys (kubernetes:..., "
+                "gcp:project, aws:region, a program's own) are Pulumi's and the providers'.",
                 "type": "object",
-                "required": [CONFIG_KEY],
                 "properties": {CONFIG_KEY: declaration},
             },
             "secretsprovider": {"description": "Pulumi: the stack's secrets provider.", "type": "string"},

@@ -31,6 +31,8 @@ constructed.
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -301,6 +303,41 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
+class _EngineLogFormat(logging.Formatter):
+    """``warning: <message>``, as the Pulumi CLI and this project's CLI print a program's log lines."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at each record (a test or a CLI runner may have replaced it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _program_log() -> logging.Logger:
+    """Where a program's ``pulumi.log`` lines go offline: standard error, one ``severity: message`` line each
+    (the mock engine hands them to a logger; without one, Python prints them bare)."""
+    log = logging.getLogger("slonk_infra.offline.program")
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    if not log.handlers:
+        handler = _StderrHandler()
+        handler.setFormatter(_EngineLogFormat())
+        log.addHandler(handler)
+    return log
+
+
+PROGRAM_LOG = _program_log()
+
+
 def run_offline(
     program: Callable[[], T],
     resolve: Callable[[T], Any] | None = None,
@@ -316,7 +353,9 @@ def run_offline(
     monitor = RecordingMonitor(FakeClouds())
     # A fresh root stack per run, so runs do not parent resources to an earlier run's stack.
     pulumi.runtime.reset_options(project=project, stack=stack, preview=False)
-    pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(
+        monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor, logger=PROGRAM_LOG
+    )
     pulumi.runtime.set_all_config(config or {})
     holder: dict[str, Any] = {}
 

@@ -13,7 +13,14 @@ from collections.abc import Iterable, Sequence
 
 from slonk_infra.catalog import load_catalog
 from slonk_infra.catalog.fabrics import gke_version_key
-from slonk_infra.catalog.regions import AWS_AZ_ID, AWS_OTHER_PARTITIONS, AWS_REGION, GCP_REGION, GCP_ZONE_SUFFIX
+from slonk_infra.catalog.regions import (
+    AWS_AZ_ID,
+    AWS_OTHER_PARTITIONS,
+    AWS_REGION,
+    GCP_REGION,
+    GCP_ZONE_SUFFIX,
+    az_id_prefix,
+)
 from slonk_infra.catalog.slurm_versions import MIN_SUPPORTED, TOPOLOGY_BLOCK, TOPOLOGY_YAML, SlurmVersion
 from slonk_infra.declaration.errors import DeclarationError, Problem, choice
 from slonk_infra.declaration.model import ClusterDeclaration
@@ -125,12 +132,14 @@ def check_location(decl: ClusterDeclaration, problems: Problems) -> None:
     region = decl.region
     if decl.cloud == "gcp":
         if not GCP_REGION.match(region):
-            problems.add("region", f"{region!r} is not a GCP region name (like us-central1){nearest(region, known)}")
+            problems.add(
+                "region", f"{region!r} is not a GCP region name (like us-central1){_hint(region, decl.zone, known)}"
+            )
             return
         suffix = decl.zone.removeprefix(f"{region}-") if decl.zone else None
         if decl.zone and suffix == decl.zone and region not in known:
             # They disagree, and the region is the one the catalog does not know: the root cause.
-            problems.add("region", f"{region!r} does not match zone {decl.zone!r}{nearest(region, known)}")
+            problems.add("region", f"{region!r} does not match zone {decl.zone!r}{_hint(region, decl.zone, known)}")
         elif decl.zone and (suffix == decl.zone or not GCP_ZONE_SUFFIX.match(str(suffix))):
             problems.add(
                 "zone",
@@ -146,15 +155,29 @@ def check_location(decl: ClusterDeclaration, problems: Problems) -> None:
             "ARNs are written for the aws partition)",
         )
     elif not AWS_REGION.match(region):
-        problems.add("region", f"{region!r} is not an AWS Region name (like us-east-1){nearest(region, known)}")
-    elif decl.zone and not (decl.zone.startswith(region) or AWS_AZ_ID.match(decl.zone)) and region not in known:
-        problems.add("region", f"{region!r} does not match zone {decl.zone!r}{nearest(region, known)}")
-    elif decl.zone and not (decl.zone.startswith(region) or AWS_AZ_ID.match(decl.zone)):
+        problems.add(
+            "region", f"{region!r} is not an AWS Region name (like us-east-1){_hint(region, decl.zone, known)}"
+        )
+    elif decl.zone and AWS_AZ_ID.match(decl.zone):
+        if not decl.zone.startswith(f"{az_id_prefix(region)}-"):
+            problems.add(
+                "zone",
+                f"{decl.zone!r} is an AZ ID of another region: those of {region} start with {az_id_prefix(region)}-az",
+            )
+    elif decl.zone and not decl.zone.startswith(region) and region not in known:
+        problems.add("region", f"{region!r} does not match zone {decl.zone!r}{_hint(region, decl.zone, known)}")
+    elif decl.zone and not decl.zone.startswith(region):
         problems.add(
             "zone",
             f"{decl.zone!r} is not in region {region}: give an Availability Zone of it ({region}a, ...), a Local "
             "Zone of it, or an AZ ID (use1-az4)",
         )
+
+
+def _hint(region: str, zone: str | None, known: Iterable[str]) -> str:
+    """The region the zone belongs to, when it is a known one; else the closest names."""
+    owner = next((r for r in sorted(known, key=len, reverse=True) if zone and zone.startswith(r)), None)
+    return f"; did you mean {owner!r}, the region of {zone!r}?" if owner else nearest(region, known)
 
 
 def nearest(name: str, known: Iterable[str]) -> str:

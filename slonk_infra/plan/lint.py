@@ -146,8 +146,8 @@ def unlisted_location_warnings(decl: ClusterDeclaration, catalog: Catalog) -> li
                 "(a region opened since is fine)",
             )
         )
-    elif decl.cloud == "gcp" and decl.zone and decl.zone not in locations.zones("gcp", decl.region):
-        listed = ", ".join(locations.zones("gcp", decl.region))
+    elif _unlisted_zone(decl, locations.zones(decl.cloud, decl.region)):
+        listed = ", ".join(locations.zones(decl.cloud, decl.region))
         out.append(
             Problem(
                 "zone",
@@ -165,6 +165,15 @@ def unlisted_location_warnings(decl: ClusterDeclaration, catalog: Catalog) -> li
     return out
 
 
+def _unlisted_zone(decl: ClusterDeclaration, listed: list[str]) -> bool:
+    """A zone named like one of the region's (GCP zones, AWS Availability Zone names) that the list lacks;
+    AWS Local Zones and AZ IDs are not in the lists, so not judged."""
+    zone, region = decl.zone or "", decl.region or ""
+    if not zone.startswith(region) or zone in listed:
+        return False
+    return decl.cloud == "gcp" or len(zone) == len(region) + 1
+
+
 def location_warnings(decl: ClusterDeclaration, groups: Sequence[WorkerGroup], catalog: Catalog) -> list[Problem]:
     """The declared zone (GCP) or region (AWS) is not where the catalog lists a group's GPU or TPU.
 
@@ -175,6 +184,8 @@ def location_warnings(decl: ClusterDeclaration, groups: Sequence[WorkerGroup], c
     where = decl.zone if decl.cloud == "gcp" else decl.region
     if not where or not decl.region or decl.region not in locations.regions(decl.cloud):
         return []  # an unknown region has its own warning; the lists say nothing about it
+    if decl.cloud == "gcp" and where not in locations.zones("gcp", decl.region):
+        return []  # an unlisted zone has its own warning
     field = "zone" if decl.cloud == "gcp" else "region"
     by_machine: dict[str, list[WorkerGroup]] = {}
     for g in groups:

@@ -312,6 +312,9 @@ def test_a_stack_whose_aws_region_differs_from_the_declared_one_is_refused(tmp_p
     result = CliRunner().invoke(main, ["render", str(stack), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
     assert "aws:region is 'us-west-2'" in result.output
+    # validate reads the same stack file: a CI job gating on it sees the mismatch too.
+    checked = CliRunner().invoke(main, ["validate", str(stack)])
+    assert checked.exit_code == 2 and "aws:region is 'us-west-2'" in checked.output
     same = tmp_path / "same" / "Pulumi.aws.yaml"
     same.parent.mkdir()
     same.write_text(text.replace("config:\n", "config:\n  aws:region: us-east-1\n", 1), encoding="utf-8")

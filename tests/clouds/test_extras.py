@@ -53,7 +53,7 @@ def _run(hidden: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]
 def test_a_stack_without_its_clouds_extra_says_what_to_install(tmp_path: Path, stack: str, sdk: str) -> None:
     proc = _run(sdk, "render", str(ROOT / "stacks" / f"Pulumi.{stack}.yaml"), "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
-    assert f"pip install 'slonk-infra[{stack}]'" in proc.stderr
+    assert f"pip install -c constraints.txt '.[{stack}]'" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "out").exists(), "nothing is rendered when the SDK is missing"
 

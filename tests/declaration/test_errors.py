@@ -315,3 +315,17 @@ def test_a_health_interval_below_ten_seconds_is_refused_by_field() -> None:
     with pytest.raises(DeclarationError) as err:
         build_plan(raw)
     assert "health.intervalSeconds" in str(err.value) and "greater than or equal to 10" in str(err.value)
+
+
+def test_a_number_where_a_string_belongs_says_to_quote_it() -> None:
+    """YAML reads 1.30 as 1.3 and 30:00 as 1800; the message says how to keep what was written."""
+    from slonk_infra.clouds import build_plan
+    from tests.support import declaration
+
+    raw = declaration("local")
+    raw.setdefault("kubernetes", {})["version"] = 1.3
+    with pytest.raises(DeclarationError) as caught:
+        build_plan(raw)
+    (problem,) = caught.value.problems
+    assert problem.path == "kubernetes.version"
+    assert "got the number 1.3" in problem.message and "quote it" in problem.message

@@ -225,10 +225,12 @@ def test_other_config_keys_and_pulumis_own_keys_are_left_alone(validator: jsonsc
     assert schema_errors(validator, document) == []
 
 
-def test_a_stack_file_without_the_declaration_or_with_a_bad_cloud_is_refused(
+def test_a_stack_file_with_a_bad_cloud_is_refused_and_one_without_the_declaration_is_not(
     validator: jsonschema.Draft7Validator,
 ) -> None:
-    assert schema_errors(validator, {"config": {"gcp:project": "p"}})
+    # A stack of the user's own program (render --program) holds only the program's keys.
+    assert schema_errors(validator, {"config": {"myinfra:region": "us-east-1", "aws:region": "us-east-1"}}) == []
+    assert schema_errors(validator, {"secretsprovider": "passphrase"})  # no config at all
     document = local_file()
     document["config"][CONFIG_KEY]["cloud"] = "azure"
     assert any("'azure' is not one of" in e for e in schema_errors(validator, document))

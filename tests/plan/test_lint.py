@@ -89,6 +89,17 @@ MISTAKES: list[tuple[str, str, Edit, str, str, tuple[str, ...]]] = [
         ("aws-us-gov",),
     ),
     ("aws-zone-outside-region", "aws", _set("zone", "us-west-2a"), "error", "zone", ("us-east-1",)),
+    ("aws-az-id-of-another-region", "aws", _set("zone", "usw2-az1"), "error", "zone", ("use1-az",)),
+    ("aws-unknown-az-letter", "aws", _set("zone", "us-east-1z"), "warning", "zone", ("not in the catalog's zones",)),
+    ("gcp-unknown-zone-once", "gcp", _set("zone", "us-central1-z"), "warning", "zone", ("not in the catalog's zones",)),
+    (
+        "region-and-zone-disagree-names-the-zones-region",
+        "gcp",
+        _set("region", "us-centrall"),
+        "error",
+        "region",
+        ("did you mean 'us-central1', the region of 'us-central1-a'",),
+    ),
     (
         "region-opened-since",
         "gcp",
@@ -273,3 +284,17 @@ def test_no_accelerator_warning_where_the_list_does_not_reach_or_a_reservation_p
     del raw["pools"][0]["reservation"]
     (warning,) = build_plan(raw).warnings
     assert warning.path == "zone" and "gcloud compute machine-types list" in warning.message
+
+
+def test_az_id_prefixes_follow_the_region_names() -> None:
+    from slonk_infra.catalog.regions import az_id_prefix
+
+    assert [
+        az_id_prefix(r) for r in ("us-east-1", "ap-southeast-2", "ap-northeast-1", "eu-central-1", "sa-east-1")
+    ] == [
+        "use1",
+        "apse2",
+        "apne1",
+        "euc1",
+        "sae1",
+    ]

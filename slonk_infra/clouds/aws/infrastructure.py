@@ -32,6 +32,7 @@ from slonk_infra import tokens
 from slonk_infra.binding import CloudResult
 from slonk_infra.clouds.aws import addons
 from slonk_infra.clouds.aws.storage import AwsSharedStorage, AwsSharedStorageArgs
+from slonk_infra.clouds.aws.target import provider_region_problems
 from slonk_infra.clouds.aws.worker_group import (
     CPU_AMI,
     CPU_DISK_GIB,
@@ -47,7 +48,7 @@ from slonk_infra.clouds.common import (
     exec_kubeconfig,
     existing_cluster_provider,
 )
-from slonk_infra.declaration.errors import DeclarationError, Problem
+from slonk_infra.declaration.errors import DeclarationError
 from slonk_infra.declaration.model import AwsClusterDeclaration, AwsSpec
 from slonk_infra.plan import ClusterPlan
 
@@ -69,28 +70,15 @@ NODE_ROLE_POLICIES = (
 
 
 def aws_declaration(plan: ClusterPlan) -> AwsClusterDeclaration:
-    """The plan's declaration, whose region is the stack's ``aws:region`` (where the default AWS provider
-    creates everything).
-
-    The adapter makes no provider of its own, so a stack whose ``aws:region`` says otherwise would build the
-    cluster in that region while the kubeconfig and the checks speak of the declared one; refused before
-    anything registers. Unset (the environment's AWS_REGION decides) is not checked.
-    """
+    """The plan's declaration, refused before anything registers when the stack's ``aws:region`` says
+    another region (:func:`~slonk_infra.clouds.aws.target.provider_region_problems`)."""
     decl = plan.declaration
     # build_plan made the declaration an AwsClusterDeclaration, and the aws target's rules require a
     # region; a plan for another target fails here.
     assert isinstance(decl, AwsClusterDeclaration) and decl.region, f"not an aws plan: {decl.cloud}"
-    configured = pulumi.Config("aws").get("region")
-    if configured and configured != decl.region:
-        raise DeclarationError(
-            [
-                Problem(
-                    "region",
-                    f"{plan.declaration.region!r} but the stack's aws:region is {configured!r}, where the AWS "
-                    "provider would create everything; make the two the same",
-                )
-            ]
-        )
+    problems = provider_region_problems(decl, {"aws:region": pulumi.Config("aws").get("region")})
+    if problems:
+        raise DeclarationError(problems)
     return decl
 
 

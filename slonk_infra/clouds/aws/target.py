@@ -7,7 +7,8 @@ rather than rounded silently.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from slonk_infra.catalog import load_catalog
 from slonk_infra.clouds.rules import KUBERNETES_STORAGE, StorageRules, dropped_placement
@@ -66,6 +67,25 @@ def declaration_problems(declaration: ClusterDeclaration) -> list[Problem]:
     return out
 
 
+def provider_region_problems(declaration: ClusterDeclaration, config: Mapping[str, Any]) -> list[Problem]:
+    """The stack's ``aws:region`` (where the default AWS provider creates everything) is the declared region.
+
+    The adapter makes no provider of its own, so a stack whose ``aws:region`` says otherwise would build the
+    cluster there while the kubeconfig and the checks speak of the declared one. Unset (the environment's
+    AWS_REGION decides) is not checked.
+    """
+    configured = config.get("aws:region")
+    if configured and configured != declaration.region:
+        return [
+            Problem(
+                "region",
+                f"{declaration.region!r} but the stack's aws:region is {configured!r}, where the AWS provider "
+                "would create everything; make the two the same",
+            )
+        ]
+    return []
+
+
 TARGET = CloudTarget(
     cloud="aws",
     sdk_modules=("pulumi_aws",),
@@ -74,6 +94,7 @@ TARGET = CloudTarget(
     storage_kinds=STORAGE.offered,
     storage_problems=storage_problems,
     declaration_problems=declaration_problems,
+    stack_config_problems=provider_region_problems,
     # A cloud load balancer may be given a public address: SSH stays private unless ranges are declared.
     restrict_load_balancers=True,
     policy_types=PolicyTypes(
