@@ -22,7 +22,8 @@ from slonk_infra.plan import ClusterPlan
 # The packaged copy is the single source: policies/policy-config.json (what `pulumi preview
 # --policy-pack-config` is given) points at it.
 DEFAULT_POLICY_CONFIG = Path(__file__).resolve().parent / "policy" / "policy-config.json"
-INPUT_ERRORS: tuple[type[Exception], ...] = (DeclarationError, StackFileError)
+# What ends a command with one message (exit status 2): the stack file, the declaration, a missing extra.
+INPUT_ERRORS: tuple[type[Exception], ...] = (DeclarationError, StackFileError, MissingExtraError)
 
 STACK_HELP = "STACK is a stack name (local, gcp, aws: ./stacks/Pulumi.STACK.yaml) or a path to a Pulumi.<stack>.yaml."
 STACKS_DIR = click.option(
@@ -70,7 +71,7 @@ def _plan(stack: str, stacks_dir: Path | None, strict: bool = False, deploys: bo
             raise DeclarationError(against_config)
         if deploys:
             require_sdk(plan.declaration.cloud)
-    except (DeclarationError, StackFileError, MissingExtraError) as err:
+    except INPUT_ERRORS as err:
         _fail(err)
     _warn(plan.warnings, strict, show=not deploys or strict)
     return plan
@@ -138,7 +139,7 @@ def render(stack: str, out: Path | None, program: Path | None, strict: bool, sta
     name = stack_name(stack)
     try:
         run = run_program(name, load_stack_config(stack, stacks_dir), program)
-    except (DeclarationError, StackFileError, MissingExtraError) as err:  # a --program meets the SDK check as it runs
+    except INPUT_ERRORS as err:  # a --program meets the SDK check as it runs
         _fail(err)
     _program_warnings(run.plans.values() if program else (), strict)
     target = out or Path("out") / name
@@ -207,11 +208,12 @@ def check(
     if program is None:
         _plan(stack, stacks_dir, strict, deploys=True)
     name = stack_name(stack)
+    failures: tuple[type[Exception], ...] = (*INPUT_ERRORS, PolicyConfigError, PolicyRunError)
     try:
         config = load_policy_config(source)
         run = run_program(name, load_stack_config(stack, stacks_dir), program)
         result = check_registrations(run.registrations, config)
-    except (DeclarationError, StackFileError, MissingExtraError, PolicyConfigError, PolicyRunError) as err:
+    except failures as err:
         _fail(err)
     _program_warnings(run.plans.values() if program else (), strict)
     shown = str(policy_config) if policy_config else "packaged policy-config.json"
