@@ -35,7 +35,7 @@ import msgspec
 
 from slonk_infra.ops.model import SlurmJob, SlurmNode
 from slonk_infra.ops.slurm_records import job_from, node_from
-from slonk_infra.ops.wire import SLURM_JOBS, SLURM_NODES, DecodeError
+from slonk_infra.ops.wire import SLURM_JOBS, SLURM_NODES, DecodeError, decode
 
 _VERSION_PATH = re.compile(r"^/slurm/v0\.0\.(\d+)/nodes/?$")
 
@@ -171,7 +171,7 @@ class SlurmRest:
         """A GET whose answer is decoded into only the fields the records read (:mod:`slonk_infra.ops.wire`)."""
         status, raw = self._send("GET", path, None, kind)
         try:
-            answer = decoder.decode(raw) if status < 400 else None
+            answer = decode(decoder, raw) if status < 400 else None
         except DecodeError:
             answer = None
         if answer is None:
@@ -204,7 +204,7 @@ class SlurmRest:
 
     def _answer(self, method: str, path: str, status: int, raw: bytes) -> dict[str, Any]:
         try:
-            answer = json.loads(raw) if raw else {}
+            answer = json.loads(raw.decode("utf-8", "replace")) if raw else {}  # bytes as people typed them
         except json.JSONDecodeError:
             answer = None
         if not isinstance(answer, dict):

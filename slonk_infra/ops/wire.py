@@ -160,3 +160,15 @@ SLURM_JOBS = msgspec.json.Decoder(SlurmJobsAnswer)
 KUBE_NODES = msgspec.json.Decoder(NodeList)
 KUBE_PODS = msgspec.json.Decoder(PodList)
 DecodeError = (msgspec.DecodeError, msgspec.ValidationError)
+
+
+def decode(decoder: msgspec.json.Decoder[Any], raw: bytes) -> Any:
+    """``raw`` through ``decoder``; bytes that are not UTF-8 are read as U+FFFD instead of failing.
+
+    slurmrestd passes names, reasons and comments through as people typed them (``sbatch -J $'caf\\xe9'``),
+    and one such byte must not stop the controller: the record keeps a replacement character.
+    """
+    try:
+        return decoder.decode(raw)
+    except UnicodeDecodeError:
+        return decoder.decode(raw.decode("utf-8", "replace"))

@@ -14,7 +14,7 @@ import pytest
 
 from slonk_infra.ops import kube_api, slurm_records
 from slonk_infra.ops.model import KubeNode, KubePod, Taint
-from slonk_infra.ops.wire import KUBE_NODES, KUBE_PODS, SLURM_JOBS, SLURM_NODES
+from slonk_infra.ops.wire import KUBE_NODES, KUBE_PODS, SLURM_JOBS, SLURM_NODES, decode
 from testing.fakekube import FakeKube
 
 NODE_V38 = {
@@ -123,3 +123,10 @@ def test_kubernetes_lists_decode_to_the_records_of_the_objects() -> None:
     assert isinstance(pod_record, KubePod)
     assert (pod_record.node_name, pod_record.phase, pod_record.deleting) == ("gke-h100-0", "Pending", True)
     assert pod_record.created > 0 and pod_record.labels == {"x": "y"}
+
+
+def test_a_byte_that_is_not_utf8_in_a_reason_does_not_fail_the_list() -> None:
+    """slurmrestd sends names and reasons as typed (scontrol ... Reason=$'caf\\xe9'): the record keeps U+FFFD."""
+    raw = _as_json({"nodes": [{**NODE_V45, "reason": "cafXX"}]}).replace(b"cafXX", b"caf\xe9")
+    (node,) = [slurm_records.node_from(n) for n in decode(SLURM_NODES, raw).nodes or ()]
+    assert node.reason == "caf\ufffd" and node.name == "h100-2"
