@@ -103,8 +103,11 @@ if [ -f "$SLONK_SRC/pyproject.toml" ]; then
     # Pins come from pyproject.toml, the one place they are kept; only the libraries pods import.
     pins="$(python3 - "$SLONK_SRC/pyproject.toml" <<'EOF'
 import re, sys, tomllib
-pod_side = {"pydantic", "pyyaml", "click", "python-hostlist", "nvidia-ml-py", "prometheus-client", "kubernetes", "pyjwt", "msgspec"}
-deps = tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]
+pod_side = {"pydantic", "pyyaml", "click", "python-hostlist", "nvidia-ml-py", "prometheus-client", "kubernetes", "pyjwt", "msgspec",
+            "google-cloud-compute", "google-cloud-container", "boto3", "botocore"}
+# The operations controller's cloud clients are the "ops" extra (the deployment CLI does not need them).
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+deps = project["dependencies"] + project["optional-dependencies"]["ops"]
 print(" ".join(d for d in deps if re.split(r"[<>=!~ \[]", d, maxsplit=1)[0].lower() in pod_side))
 EOF
 )"

@@ -47,3 +47,11 @@ class CloudResult:
     # The kubeconfig of a Kubernetes cluster this layer created (exec-plugin auth, no credential in
     # it); None when the cluster already existed.
     kubeconfig: pulumi.Output[str] | None = None
+    # Annotations of the operations controller's ServiceAccount that give it the cloud identity this
+    # layer created for it (GKE Workload Identity: iam.gke.io/gcp-service-account). Empty where the
+    # identity is bound another way (EKS Pod Identity binds by namespace and ServiceAccount name) or
+    # where there is none (local).
+    operations_account_annotations: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    # The system node pool / node group the controller, login and slurmrestd pods select: what their
+    # Pulumi awaits must start after (empty on local, where the nodes already exist).
+    system_nodes: Sequence[pulumi.Resource] = ()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -233,6 +233,89 @@ def check(
         # Keep a JSON or SARIF standard output parseable.
         click.echo(run.transforms_note(), err=out is None and fmt != "text")
     sys.exit(1 if result.failed else 0)
+
+
+def _kube_apis(kubeconfig: str | None, context: str | None) -> tuple[Any, Any]:
+    """The official client's AppsV1Api and CoreV1Api for a kubeconfig file and context (defaults: $KUBECONFIG or
+    ~/.kube/config, and its current context)."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=kubeconfig, context=context)
+    return client.AppsV1Api(api), client.CoreV1Api(api)
+
+
+@main.command()
+@click.option(
+    "--stack",
+    default=None,
+    help="Read the namespace (and an existing cluster's kubeconfig/context) from STACK's declaration.",
+)
+@click.option("--kubeconfig", default=None, help="Kubeconfig file. Default: $KUBECONFIG, else ~/.kube/config.")
+@click.option("--context", default=None, help="Kubeconfig context. Default: the current context.")
+@click.option("-n", "--namespace", default=None, help="The Slurm namespace. Default: the stack's, else slurm.")
+@click.option(
+    "--slurm-states/--no-slurm-states",
+    default=True,
+    show_default=True,
+    help="Count the Slurm node states the operations controller writes on the worker pods (their Slurm state annotation).",
+)
+@STACKS_DIR
+def status(
+    stack: str | None,
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+    slurm_states: bool,
+    stacks_dir: Path | None,
+) -> None:
+    """Whether the deployed cluster is really ready: ready/desired pods of each worker group's StatefulSet,
+    the controller, login and the rest, the login address, and Slurm node states.
+
+    `pulumi up` does not wait for the workers (GPU capacity may take long); run this until it prints
+    `ready` (exit status 0; 1 while something is not ready; 2 when the cluster cannot be read).
+    Read-only: it lists StatefulSets, Deployments and pods and reads the login Service.
+    """
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+    from urllib3.exceptions import HTTPError
+
+    from slonk_infra.offline.readiness import format_status, read_status
+
+    if stack is not None:
+        decl = _plan(stack, stacks_dir).declaration
+        namespace = namespace or decl.kubernetes.namespace
+        # An existing cluster's kubeconfig and context as declared; a created cluster's kubeconfig is the
+        # stack's `kubeconfig` output (docs/readiness.md).
+        kubeconfig = kubeconfig or _plain_path(decl.kubernetes.kubeconfig)
+        context = context or _plain_text(decl.kubernetes.context)
+    try:
+        apps, core = _kube_apis(kubeconfig, context)
+        found = read_status(apps, core, namespace or "slurm", slurm_states=slurm_states)
+    except (ApiException, ConfigException, HTTPError, OSError) as err:  # HTTPError: the API server unreachable
+        _fail(RuntimeError(f"cannot read the cluster: {_reason(err)}"))
+    click.echo(format_status(found))
+    sys.exit(0 if found.is_ready else 1)
+
+
+def _reason(err: Exception) -> str:
+    """The first line of what went wrong reading the cluster (a refused connection's own reason, not
+    urllib3's retry wrapper)."""
+    inner = getattr(err, "reason", None)
+    text = str(inner if isinstance(inner, Exception) else err).strip().strip("'\"")
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _plain_text(value: object) -> str | None:
+    """A declared kubeconfig / context value, when it is plain text (not a program's Output)."""
+    return value if isinstance(value, str) and value else None
+
+
+def _plain_path(value: object) -> str | None:
+    """A declared kubeconfig that names a file (the field also takes the kubeconfig's contents)."""
+    text = _plain_text(value)
+    if text is None or "\n" in text or not Path(text).expanduser().is_file():
+        return None
+    return str(Path(text).expanduser())
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ class Cluster(pulumi.ComponentResource):
           :class:`~slonk_infra.declaration.model.ClusterDeclaration`, or a :class:`~slonk_infra.plan.ClusterPlan`
           from :func:`slonk_infra.build_plan`. The fields that name existing cloud objects may be Pulumi
           Outputs (a VPC made in the same program, a StackReference output): ``gcp.project``,
-          ``gcp.network``, ``gcp.subnetwork``, ``aws.vpcId``, each of ``aws.subnetIds``, ``aws.nodeRoleArn``,
+          ``gcp.network``, ``gcp.subnetwork``, ``aws.vpcId``, each of ``aws.subnetIds`` and ``aws.publicSubnetIds``, ``aws.nodeRoleArn``,
           ``reservation.name`` of pools and TPU slices, ``kubernetes.kubeconfig`` and ``kubernetes.context``.
         - ``opts``: Pulumi resource options of the component (parent, providers, transforms, ...).
 
@@ -169,7 +169,7 @@ class Cluster(pulumi.ComponentResource):
             cluster = slonk_infra.Cluster("research", {
                 "name": "research", "cloud": "aws", "region": "us-east-1", "zone": "us-east-1a",
                 "aws": {"vpcId": vpc.id, "subnetIds": [subnet.id], "adminRoleArns": [admin_role_arn]},
-                "kubernetes": {"create": True},
+                "kubernetes": {"create": True, "authorizedNetworks": ["203.0.113.0/24"]},
                 "image": {"reference": image_with_digest, "cudaVersion": "12.8", "slurmVersion": "25.05"},
                 "pools": [{"name": "h100", "kind": "gpu", "accelerator": {"type": "h100", "count": 8}, "nodes": 2}],
                 "storage": [{"name": "home", "kind": "efs", "mountPath": "/home"}],

@@ -306,3 +306,56 @@ def test_check_runs_a_users_program_with_its_transforms_as_preview_would(tmp_pat
     assert users.exit_code == 1, users.output
     assert "[mandatory] stateful-resources-protected:" in users.output
     assert "resource transform call(s) applied as `pulumi preview` would" in users.output
+
+
+def test_status_reads_the_stacks_namespace_and_context_and_exits_by_readiness(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from slonk_infra import cli, vocab
+
+    seen: dict[str, object] = {}
+    ready = {"n": 0}
+
+    def sts(name: str, role: str, desired: int, n: int) -> SimpleNamespace:
+        return SimpleNamespace(
+            metadata=SimpleNamespace(name=name, labels=vocab.labels(role)),
+            spec=SimpleNamespace(replicas=desired),
+            status=SimpleNamespace(ready_replicas=n),
+        )
+
+    class Apps:
+        def list_namespaced_stateful_set(self, namespace: str, label_selector: str = "") -> SimpleNamespace:
+            seen["namespace"] = namespace
+            return SimpleNamespace(items=[sts("slurmctld", "controller", 1, 1), sts("cpu-a", "worker", 2, ready["n"])])
+
+        def list_namespaced_deployment(self, namespace: str, label_selector: str = "") -> SimpleNamespace:
+            return SimpleNamespace(items=[])
+
+    class Core:
+        def read_namespaced_service(self, name: str, namespace: str) -> SimpleNamespace:
+            return SimpleNamespace(spec=SimpleNamespace(type="ClusterIP", cluster_ip="10.96.0.7"), status=None)
+
+        def list_namespaced_pod(self, namespace: str, label_selector: str = "") -> SimpleNamespace:
+            return SimpleNamespace(items=[])
+
+    def apis(kubeconfig: str | None, context: str | None) -> tuple[Apps, Core]:
+        seen["context"] = context
+        return Apps(), Core()
+
+    monkeypatch.setattr(cli, "_kube_apis", apis)
+    waiting = invoke("status", "--stack", str(STACKS / "Pulumi.local.yaml"))
+    assert waiting.exit_code == 1, waiting.output
+    assert "cpu-a" in waiting.output and "0/2 NOT READY" in waiting.output
+    assert seen == {"namespace": "slurm", "context": "kind-slonk"}  # from the local stack's declaration
+    ready["n"] = 2
+    done = invoke("status", "--context", "other", "-n", "research", "--no-slurm-states")
+    assert done.exit_code == 0 and done.output.rstrip().endswith("ready"), done.output
+    assert seen == {"namespace": "research", "context": "other"}
+
+
+def test_status_without_a_reachable_cluster_is_one_clear_error(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    result = invoke("status", "--kubeconfig", str(missing))
+    assert_one_clear_error(result, "cannot read the cluster")

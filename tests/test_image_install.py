@@ -79,7 +79,8 @@ def test_the_image_installs_every_library_the_pod_programs_import() -> None:
 
 
 def test_every_pod_side_library_is_a_pinned_dependency() -> None:
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    deps = project["dependencies"] + project["optional-dependencies"]["ops"]
     pinned = {_dist(re.split(r"[<>=!~ \[]", d, maxsplit=1)[0]) for d in deps if "==" in d}
     assert _pod_side() <= pinned, sorted(_pod_side() - pinned)
 

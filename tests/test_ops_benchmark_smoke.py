@@ -59,3 +59,26 @@ def test_decode_benchmark_runs_and_prints_its_table() -> None:
     assert proc.returncode == 0, proc.stderr
     for row in ("| slurm nodes |", "| kubernetes nodes |", "| pods |", "| all three |"):
         assert row in proc.stdout
+
+
+def test_replace_benchmark_runs_and_calls_the_cloud_once_per_verdict(tmp_path: Path) -> None:
+    """benchmarks/ops_replace.py --quick: the verdict -> cloud call path through the real tick, no Slurm needed."""
+    out = tmp_path / "replace.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "ops_replace.py"), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    labels = [line.split("|")[1].strip() for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert (
+        "ticks from verdict to cloud call" in labels and "tick code, verdict -> cloud call ms (median / max)" in labels
+    )
+    result = json.loads(out.read_text())
+    assert result["ticks"] == [2] and result["replace_calls"] == ["reportHostAsFaulty"]
+    assert result["calls"].count("replace") == 1  # and no other cloud call: the pool stays at its size
+    assert set(result["calls"]) == {"replace"}
+    assert result["steady_kube_calls"] == {"list_nodes": 1, "list_pods": 1, "list_statefulsets": 1}
+    assert result["steady_cloud_calls"] == {}

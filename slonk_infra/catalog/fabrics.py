@@ -1,15 +1,15 @@
 """GPU fabrics (``data/fabrics.yaml``): what a worker pod needs so NCCL uses every GPU NIC, and the versions each needs.
 
 GKE's GPUDirect-TCPXO (A3 Mega) and GPUDirect-RDMA (A3 Ultra, A4, A4X) give a pod its GPU NICs
-through multi-network annotations (or, with the accelerator network profile, DRA claims), load
-the NCCL plugin from host paths an installer DaemonSet fills, and (TCPXO) run a receive-datapath
-sidecar. EFA on EKS is an extended resource plus libfabric and aws-ofi-nccl in the image.
+through multi-network annotations naming GKE Network objects (``networks``: the VPCs and subnets the
+node's GPU NICs attach to), load the NCCL plugin from host paths the ``installer`` DaemonSets fill,
+and (TCPXO) run a receive-datapath sidecar. EFA on EKS is an extended resource plus libfabric and aws-ofi-nccl in the image.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -64,15 +64,6 @@ class Interfaces(_Frozen):
         return out
 
 
-class Dranet(_Frozen):
-    """GPU NICs claimed through DRA (accelerator network profile "auto")."""
-
-    device_class: str = Field(description="DeviceClass of the NICs.")
-    min_gke: str = Field(description="Oldest GKE version that installs the DeviceClass.")
-    node_label: dict[str, str] = Field(description="{key, value} label the node pool must carry.")
-    source: str = Field(description="Where this comes from.")
-
-
 class SidecarRequests(_Frozen):
     """What a fabric sidecar requests (it comes off slurmd's share of the node)."""
 
@@ -108,12 +99,71 @@ class Workload(_Frozen):
     source: str = Field(description="Where this comes from.")
 
 
-class Installer(_Frozen):
-    """The DaemonSets that put the NCCL plugin on the host."""
+InstallerRole = Literal["tcpxo-plugin", "nri-device-injector", "gib-plugin"]
 
-    daemonsets: tuple[str, ...] = Field(description="DaemonSet names.")
-    image: str = Field(description="Plugin installer image.")
-    source: str = Field(description="Manifest it comes from.")
+
+class InstallerDaemonSet(_Frozen):
+    """One host-side DaemonSet a fabric needs on its nodes (GKE's GPUDirect guides apply them by hand)."""
+
+    name: str = Field(description="DaemonSet name in kube-system.")
+    role: InstallerRole = Field(
+        description="What it does, which decides its pod spec: tcpxo-plugin (FasTrak NCCL plugin and aperture "
+        "devices), nri-device-injector (devices.gke.io annotations), gib-plugin (the gIB NCCL plugin)."
+    )
+    machines: tuple[str, ...] = Field(min_length=1, description="Machine types it runs on (their accelerator label).")
+    arch: Literal["amd64", "arm64"] = Field(default="amd64", description="CPU architecture of those machines.")
+    image: str = Field(description="The installer (or injector) image, pinned by tag or digest.")
+    cpu_m: int = Field(ge=0, description="CPU request of its main (init) container, millicores.")
+    source: str = Field(description="The manifest its spec is written from.")
+
+
+class Installer(_Frozen):
+    """The DaemonSets that prepare a fabric's hosts: NCCL plugin libraries, devices for the sidecar."""
+
+    daemonsets: tuple[InstallerDaemonSet, ...] = Field(min_length=1, description="The DaemonSets, one per kind.")
+    host_image: str = Field(
+        description="Image of the step that runs in the host's namespaces (nsenter) to prepare devices."
+    )
+    pause_image: str = Field(description="The long-running container that keeps each DaemonSet pod scheduled.")
+    source: str = Field(description="Where the images and the one-DaemonSet-per-kind layout come from.")
+
+    def privileged_images(self) -> dict[str, frozenset[str]]:
+        """DaemonSet name -> the images its privileged containers run (the host step, the installer or injector).
+
+        They load kernel modules, bind-mount PCI devices and write host paths, as GKE's manifests do; the
+        policy pack can recognise exactly these (kube-system, catalog name and image) instead of any DaemonSet.
+        """
+        return {
+            ds.name: frozenset({ds.image, self.host_image} if ds.role == "tcpxo-plugin" else {ds.image})
+            for ds in self.daemonsets
+        }
+
+
+class HostNic(_Frozen):
+    """A second gVNIC the node needs on its own network before the GPU NICs (GPUDirect-RDMA's eth1)."""
+
+    network: str = Field(description="Name of the GKE Network object (and VPC suffix), e.g. gvnic-1.")
+    mtu: int = Field(ge=1300, le=8896, description="MTU of its VPC.")
+
+
+class GpuNetworks(_Frozen):
+    """The VPCs and subnets a fabric's GPU NICs attach to, and the GKE Network objects naming them.
+
+    The GKE Network names are the interfaces' ``network_prefix`` + index (:class:`Interfaces`), the same
+    names the worker pods' ``networking.gke.io/interfaces`` annotation uses.
+    """
+
+    layout: Literal["vpc-per-nic", "subnet-per-nic"] = Field(
+        description="vpc-per-nic: one VPC per GPU NIC (TCPXO); subnet-per-nic: one VPC, one subnet per NIC (RDMA)."
+    )
+    device_mode: Literal["NetDevice", "RDMA"] = Field(description="GKENetworkParamSet deviceMode of the GPU NICs.")
+    mtu: int = Field(ge=1300, le=8896, description="MTU of the GPU NIC VPCs.")
+    network_profile: str | None = Field(
+        default=None, description="VPC network profile, {zone} replaced by the pool zone (RDMA: {zone}-vpc-roce)."
+    )
+    firewall: bool = Field(description="Whether the VPCs need an allow-internal firewall rule (RoCE VPCs allow all).")
+    host_nic: HostNic | None = Field(default=None, description="A host gVNIC attached before the GPU NICs.")
+    source: str = Field(description="Where the layout comes from.")
 
 
 class Fabric(_Frozen):
@@ -128,7 +178,7 @@ class Fabric(_Frozen):
     )
     min_gke_source: str | None = Field(default=None, description="Where the versions come from.")
     interfaces: Interfaces | None = Field(default=None, description="Multi-network wiring.")
-    dranet: Dranet | None = Field(default=None, description="DRA wiring with the accelerator network profile.")
+    networks: GpuNetworks | None = Field(default=None, description="The VPCs the GPU NICs attach to.")
     sidecar: Sidecar | None = Field(default=None, description="Sidecar beside slurmd.")
     workload: Workload | None = Field(default=None, description="What slurmd's container needs.")
     installer: Installer | None = Field(default=None, description="Host installer DaemonSets.")
@@ -149,13 +199,23 @@ class Fabric(_Frozen):
         lowest_minor = min(floors, key=gke_version_key)
         if wanted[:2] < gke_version_key(lowest_minor)[:2]:
             needs = ", ".join(f"{v}" for _, v in sorted(floors.items(), key=lambda kv: gke_version_key(kv[0])))
-            return f"{self.name} on {machine.name} needs GKE {needs} or later; the declaration has {version}"
+            return (
+                f"{self.name} on {machine.name} needs GKE {needs} or later; the declaration has {version}"
+                f"{self._floor_source}"
+            )
         floor = floors.get(minor_of(version))
         # Compare only as precisely as the declaration is: 1.31.4 means any 1.31.4-gke build.
         given = 4 if "-gke." in version else version.count(".") + 1
         if floor is not None and given > 2 and wanted[:given] < gke_version_key(floor)[:given]:
-            return f"{self.name} on {machine.name} needs GKE {floor} or later in {minor_of(version)}; got {version}"
+            return (
+                f"{self.name} on {machine.name} needs GKE {floor} or later in {minor_of(version)}; got {version}"
+                f"{self._floor_source}"
+            )
         return None
+
+    @property
+    def _floor_source(self) -> str:
+        return f" (source: {' '.join(self.min_gke_source.split())})" if self.min_gke_source else ""
 
     def patch_floor(self, machine: MachineType, version: str) -> str | None:
         """The patch floor a minor-only ``version`` must still reach (GKE picks the patch), if any."""

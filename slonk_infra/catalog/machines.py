@@ -52,6 +52,29 @@ class MachineType(_Frozen):
     hyperdisk_only: bool = Field(default=False, description="GCP: attaches Hyperdisk only, no pd-balanced.")
     eni_max_pods: int | None = Field(default=None, gt=0, description="AWS: maxPods by the VPC CNI ENI formula.")
     preferred: bool = Field(default=False, description="Default target of a portable accelerator request.")
+    local_ssd_ephemeral: int = Field(
+        default=0,
+        ge=0,
+        description="GCP: Local SSDs the machine carries that GKE uses as ephemeral storage (kubelet, images, "
+        "emptyDir) instead of the boot disk; 0 = none.",
+    )
+    local_ssd_source: str | None = Field(default=None, description="Where the Local SSD count comes from.")
+    host_maintenance_interval: Literal["PERIODIC", "AS_NEEDED"] | None = Field(
+        default=None,
+        description="GCP: the node pool's host maintenance interval (PERIODIC: planned, announced host "
+        "maintenance for the GPU machine families that offer it); None = GKE's default.",
+    )
+    host_maintenance_source: str | None = Field(default=None, description="Where the maintenance interval comes from.")
+    faulty_host_report: bool = Field(
+        default=False,
+        description=(
+            "GCP: Compute Engine instances.reportHostAsFaulty accepts this machine type, so a bad machine is "
+            "replaced by reporting its host rather than by recreating the instance."
+        ),
+    )
+    faulty_host_report_source: str | None = Field(
+        default=None, description="Where the reportHostAsFaulty support of this machine type is documented."
+    )
     source: str = Field(description="Where the figures come from.")
 
     @model_validator(mode="after")
@@ -62,6 +85,16 @@ class MachineType(_Frozen):
             raise ValueError(f"{self.name}: {self.vcpus} vCPUs do not split into {self.sockets} sockets")
         if (self.memtotal_gap is None) != (self.memtotal_gap_source is None):
             raise ValueError(f"{self.name}: a measured memtotal_gap needs memtotal_gap_source, and only then")
+        if bool(self.local_ssd_ephemeral) != (self.local_ssd_source is not None):
+            raise ValueError(f"{self.name}: local_ssd_ephemeral needs local_ssd_source, and only then")
+        if (self.host_maintenance_interval is None) != (self.host_maintenance_source is None):
+            raise ValueError(f"{self.name}: host_maintenance_interval needs host_maintenance_source, and only then")
+        if (self.local_ssd_ephemeral or self.host_maintenance_interval) and self.cloud != "gcp":
+            raise ValueError(f"{self.name}: local_ssd_ephemeral and host_maintenance_interval are GKE settings")
+        if self.faulty_host_report != (self.faulty_host_report_source is not None):
+            raise ValueError(f"{self.name}: faulty_host_report needs faulty_host_report_source, and only then")
+        if self.faulty_host_report and self.cloud != "gcp":
+            raise ValueError(f"{self.name}: faulty_host_report is a Compute Engine API, GCP machines only")
         if (self.cloud == "aws") != (self.eni_max_pods is not None):
             raise ValueError(f"{self.name}: eni_max_pods is required on AWS machines and only there")
         if self.fabric == "efa" and (self.cloud != "aws" or self.efa_interfaces == 0):

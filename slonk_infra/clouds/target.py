@@ -38,6 +38,10 @@ class PolicyTypes:
     """Node pools that may hold a TPU slice, read as GKE node pools by the ``tpu-slice-shape`` policy."""
 
 
+def _no_warnings(_declaration: ClusterDeclaration) -> list[Problem]:
+    return []
+
+
 @dataclass(frozen=True)
 class CloudTarget:
     """One deployment target (``gcp``, ``aws``, ``local``): its rules, its defaults and its deployer."""
@@ -66,3 +70,16 @@ class CloudTarget:
     Kubernetes."""
     extra: str | None = None
     """The package extra that installs them (``slonk-infra[gcp]``)."""
+    declaration_warnings: Callable[[ClusterDeclaration], list[Problem]] = _no_warnings
+    """What deploys on this target but probably needs a person (warnings, :mod:`slonk_infra.plan.lint`
+    style); the plan appends them to its own."""
+
+    def login_service_annotations(self, internal: bool) -> dict[str, str]:
+        """Annotations of the login Service when it is a LoadBalancer: ``internal`` is true when every
+        source range it admits is private, so the cloud's load balancer must be internal (one with a
+        public address would never see a private client address, and nobody could reach SSH).
+
+        None here: a target whose load balancers need an annotation to be internal (GKE, EKS) overrides
+        this in its own ``target.py``. The plan calls it (:attr:`slonk_infra.plan.ClusterPlan.login_service_annotations`).
+        """
+        return {}

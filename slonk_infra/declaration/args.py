@@ -22,11 +22,13 @@ class KubernetesArgs(TypedDict):
     context: NotRequired[pulumi.Input[str]]
     """Kubeconfig context for an existing cluster."""
     version: NotRequired[str]
-    """Kubernetes minor version of a created cluster. Default: 1.33."""
+    """Kubernetes minor version of a created cluster (of an existing one: the version it runs). 1.29 or later: every Slurm pod runs munged as a native sidecar container (SidecarContainers, on by default from 1.29). Default: 1.33."""
     namespace: NotRequired[str]
     """Namespace holding every Slurm object. Default: slurm."""
     system_nodes: NotRequired[int]
     """gcp/aws: nodes of the system pool the library creates for the controller, login and slurmrestd pods (at least controller.replicas: two controllers never share a node). Default: 2."""
+    authorized_networks: NotRequired[list[str]]
+    """gcp/aws with create: the CIDRs that may reach the created cluster's public control-plane endpoint (GKE master authorized networks, EKS publicAccessCidrs): your office, VPN or CI runner, where `pulumi up` runs. Required when the library creates the cluster; ['0.0.0.0/0'] opens the endpoint to the internet on purpose."""
 
 
 class ImageArgs(TypedDict):
@@ -186,7 +188,7 @@ class LoginArgs(TypedDict):
     service_type: NotRequired[str]
     """Type of the SSH Service. One of: ClusterIP, LoadBalancer. Default: ClusterIP."""
     load_balancer_source_ranges: NotRequired[list[str]]
-    """CIDRs that may reach a LoadBalancer login Service. Default on gcp/aws: the private ranges only (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), never the whole internet; list your offices' or VPN's ranges, or ['0.0.0.0/0'] to open SSH to the world on purpose."""
+    """CIDRs that may reach a LoadBalancer login Service. Default on gcp/aws: the private ranges only (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), never the whole internet; list your offices' or VPN's ranges, or ['0.0.0.0/0'] to open SSH to the world on purpose. When every range is private the load balancer is the cloud's internal one (reached from the VPC, a peered network or a VPN); a public range makes it internet-facing (on aws: in aws.publicSubnetIds)."""
 
 
 class StateBackupArgs(TypedDict):
@@ -217,6 +219,19 @@ class ControllerArgs(TypedDict):
     """Scheduled archives of the controller state (off when unset)."""
 
 
+class GcpMaintenanceArgs(TypedDict):
+    """When GKE may upgrade a created cluster: a weekly window, and a hold on node upgrades."""
+
+    window_start: NotRequired[str]
+    """UTC time of day (HH:MM) the maintenance window opens on each of `days`. Default: 03:00."""
+    window_hours: NotRequired[int]
+    """Length of each window in hours (GKE: 4 or more). Default: 8."""
+    days: NotRequired[list[str]]
+    """UTC weekdays the window recurs on (RFC 5545 BYDAY spelling)."""
+    hold_node_upgrades: NotRequired[bool]
+    """Hold every automatic minor and node upgrade (GKE maintenance exclusion NO_MINOR_OR_NODE_UPGRADES until the version's end of support): a GPU/TPU node is never upgraded in the middle of a run; the control plane still gets patches in the window. Upgrade nodes on purpose (docs/clouds.md, Maintenance). Default: True."""
+
+
 class GcpArgs(TypedDict):
     """GCP settings."""
 
@@ -228,6 +243,12 @@ class GcpArgs(TypedDict):
     """Subnetwork for nodes."""
     release_channel: NotRequired[str]
     """GKE release channel. One of: RAPID, REGULAR, STABLE, EXTENDED. Default: REGULAR."""
+    gpu_network_range: NotRequired[str]
+    """Private IPv4 range the GPU NIC subnets (GPUDirect-TCPXO/RDMA VPCs the library creates) are carved from, /8 to /19; must not overlap the cluster's own network (GKE's guides use 192.168.0.0/16). Default: 192.168.0.0/16."""
+    maintenance: NotRequired[GcpMaintenanceArgs]
+    """Maintenance window and upgrade hold of a created GKE cluster."""
+    periodic_host_maintenance: NotRequired[bool]
+    """Give GPU pools the host maintenance interval the catalog names for their machine (PERIODIC on A3 High and A3 Mega: announced, scheduled host maintenance). It selects the capacity pool the VMs come from; set false when your reservation or capacity is not in a periodic-maintenance pool. Default: True."""
 
 
 class AwsArgs(TypedDict):
@@ -236,7 +257,9 @@ class AwsArgs(TypedDict):
     vpc_id: pulumi.Input[str]
     """VPC id."""
     subnet_ids: list[pulumi.Input[str]]
-    """Private subnets; GPU groups use the first."""
+    """Private subnets of the VPC, one per Availability Zone: the cluster, the system and CPU groups and EFS use them all; GPU groups and FSx use the first one in `zone` (looked up at deploy time; a zone none of them is in stops the deploy), or the first subnet when `zone` is unset. Tagged kubernetes.io/role/internal-elb=1 when the login Service is a LoadBalancer."""
+    public_subnet_ids: NotRequired[list[pulumi.Input[str]]]
+    """Public subnets (routed to an internet gateway) for an internet-facing login load balancer: required when login.loadBalancerSourceRanges lists a public range; tagged kubernetes.io/role/elb=1."""
     node_role_arn: NotRequired[pulumi.Input[str]]
     """Existing node IAM role (else one is created)."""
     admin_role_arns: NotRequired[list[str]]
@@ -470,6 +493,16 @@ class OperationsArgs(TypedDict):
     """Memory request of the controller container. Default: 256Mi."""
     memory_limit: NotRequired[str]
     """Memory limit of the controller container. Default: 1Gi."""
+    metrics_namespaces: NotRequired[list[str]]
+    """Namespaces whose pods may reach the metrics port through the namespace's default-deny NetworkPolicy (matched on kubernetes.io/metadata.name); [] admits none."""
+    cloud_actions: NotRequired[bool]
+    """gcp/aws: the controller sizes the GPU/CPU worker pools' machines (grows them at once, removes only empty machines) and asks the cloud for a new machine on replace-machine verdicts; false: it only cordons and annotates, and Pulumi sizes the pools. Default: True."""
+    report_faulty_hosts: NotRequired[bool]
+    """gcp: for A3/A4 machines bound to a reservation, report a replace-machine verdict's host to Compute Engine as faulty (instances.reportHostAsFaulty) instead of recreating the VM. Off by default: the AI Hypercomputer guide gives GKE nodes their own procedure, the repair can take days on A3 High and Mega, and auto-repair recreating the node cancels a report in progress (not verified on GKE here). Default: False."""
+    scale_in_grace_seconds: NotRequired[int]
+    """A machine younger than this is never removed (a node that just joined has no pod yet). Default: 600."""
+    max_removals_per_tick: NotRequired[int]
+    """Most machines removed from the worker pools in one tick, cluster-wide. Default: 2."""
 
 
 class ClusterArgs(TypedDict):

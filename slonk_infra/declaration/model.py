@@ -112,7 +112,12 @@ class KubernetesSpec(Model):
         default=None, description="Kubeconfig (a path, or its contents) of an existing cluster."
     )
     context: CloudRef | None = Field(default=None, description="Kubeconfig context for an existing cluster.")
-    version: Version = Field(default="1.33", description="Kubernetes minor version of a created cluster.")
+    version: Version = Field(
+        default="1.33",
+        description="Kubernetes minor version of a created cluster (of an existing one: the version it runs). "
+        "1.29 or later: every Slurm pod runs munged as a native sidecar container (SidecarContainers, on by "
+        "default from 1.29).",
+    )
     namespace: Annotated[str, _dns_label(63)] = Field(
         default="slurm", description="Namespace holding every Slurm object."
     )
@@ -122,6 +127,13 @@ class KubernetesSpec(Model):
         le=10,
         description="gcp/aws: nodes of the system pool the library creates for the controller, login and "
         "slurmrestd pods (at least controller.replicas: two controllers never share a node).",
+    )
+    authorized_networks: list[Annotated[str, AfterValidator(_cidr)]] | None = Field(
+        default=None,
+        description="gcp/aws with create: the CIDRs that may reach the created cluster's public control-plane "
+        "endpoint (GKE master authorized networks, EKS publicAccessCidrs): your office, VPN or CI runner, "
+        "where `pulumi up` runs. Required when the library creates the cluster; ['0.0.0.0/0'] opens the "
+        "endpoint to the internet on purpose.",
     )
 
 
@@ -312,7 +324,9 @@ class LoginSpec(Model):
         default=None,
         description="CIDRs that may reach a LoadBalancer login Service. Default on gcp/aws: the private "
         "ranges only (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16), never the whole internet; list your "
-        "offices' or VPN's ranges, or ['0.0.0.0/0'] to open SSH to the world on purpose.",
+        "offices' or VPN's ranges, or ['0.0.0.0/0'] to open SSH to the world on purpose. When every range "
+        "is private the load balancer is the cloud's internal one (reached from the VPC, a peered network "
+        "or a VPN); a public range makes it internet-facing (on aws: in aws.publicSubnetIds).",
     )
 
 
@@ -374,6 +388,37 @@ class ControllerSpec(Model):
     )
 
 
+Weekday = Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"]
+WEEKEND: tuple[Weekday, ...] = ("SA", "SU")
+
+
+class GcpMaintenanceSpec(Model):
+    """When GKE may upgrade a created cluster: a weekly window, and a hold on node upgrades.
+
+    GKE requires at least 48 hours of maintenance availability in any 32 days, counted only in
+    windows of 4 hours or more (https://cloud.google.com/kubernetes-engine/docs/how-to/maintenance-windows-and-exclusions);
+    the check counts ``windowHours`` x days x 4 weeks.
+    """
+
+    window_start: str = Field(
+        default="03:00",
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description="UTC time of day (HH:MM) the maintenance window opens on each of `days`.",
+    )
+    window_hours: int = Field(default=8, ge=4, le=24, description="Length of each window in hours (GKE: 4 or more).")
+    days: list[Weekday] = Field(
+        default_factory=lambda: list(WEEKEND),
+        min_length=1,
+        description="UTC weekdays the window recurs on (RFC 5545 BYDAY spelling).",
+    )
+    hold_node_upgrades: bool = Field(
+        default=True,
+        description="Hold every automatic minor and node upgrade (GKE maintenance exclusion "
+        "NO_MINOR_OR_NODE_UPGRADES until the version's end of support): a GPU/TPU node is never upgraded in the "
+        "middle of a run; the control plane still gets patches in the window. Upgrade nodes on purpose (docs/clouds.md, Maintenance).",
+    )
+
+
 class GcpSpec(Model):
     """GCP settings."""
 
@@ -383,13 +428,39 @@ class GcpSpec(Model):
     release_channel: Literal["RAPID", "REGULAR", "STABLE", "EXTENDED"] = Field(
         default="REGULAR", description="GKE release channel."
     )
+    gpu_network_range: Annotated[str, AfterValidator(_cidr)] = Field(
+        default="192.168.0.0/16",
+        description="Private IPv4 range the GPU NIC subnets (GPUDirect-TCPXO/RDMA VPCs the library creates) are "
+        "carved from, /8 to /19; must not overlap the cluster's own network (GKE's guides use 192.168.0.0/16).",
+    )
+    maintenance: GcpMaintenanceSpec = Field(
+        default_factory=GcpMaintenanceSpec,
+        description="Maintenance window and upgrade hold of a created GKE cluster.",
+    )
+    periodic_host_maintenance: bool = Field(
+        default=True,
+        description="Give GPU pools the host maintenance interval the catalog names for their machine (PERIODIC on "
+        "A3 High and A3 Mega: announced, scheduled host maintenance). It selects the capacity pool the VMs come "
+        "from; set false when your reservation or capacity is not in a periodic-maintenance pool.",
+    )
 
 
 class AwsSpec(Model):
     """AWS settings."""
 
     vpc_id: CloudRef = Field(min_length=1, description="VPC id.")
-    subnet_ids: list[CloudRef] = Field(min_length=1, description="Private subnets; GPU groups use the first.")
+    subnet_ids: list[CloudRef] = Field(
+        min_length=1,
+        description="Private subnets of the VPC, one per Availability Zone: the cluster, the system and CPU groups "
+        "and EFS use them all; GPU groups and FSx use the first one in `zone` (looked up at deploy time; a zone "
+        "none of them is in stops the deploy), or the first subnet when `zone` is unset. Tagged "
+        "kubernetes.io/role/internal-elb=1 when the login Service is a LoadBalancer.",
+    )
+    public_subnet_ids: list[CloudRef] = Field(
+        default_factory=list,
+        description="Public subnets (routed to an internet gateway) for an internet-facing login load balancer: "
+        "required when login.loadBalancerSourceRanges lists a public range; tagged kubernetes.io/role/elb=1.",
+    )
     node_role_arn: CloudRef | None = Field(default=None, description="Existing node IAM role (else one is created).")
     admin_role_arns: list[str] = Field(default_factory=list, description="Principals given cluster admin access.")
 

@@ -9,8 +9,11 @@ from slonk_infra import vocab
 from slonk_infra.declaration.users import user_files
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import Obj, meta
-from slonk_infra.plan import ClusterPlan
+from slonk_infra.kube.storage import NFS_PORTS
+from slonk_infra.plan import ClusterPlan, naming
 from slonk_infra.slurm import SlurmFiles
+
+NFS_POLICY = "nfs-server"
 
 
 def namespace(plan: ClusterPlan) -> Obj:
@@ -155,8 +158,10 @@ def priority_classes(plan: ClusterPlan) -> list[Obj]:
 
 
 def network_policies(plan: ClusterPlan) -> list[Obj]:
-    """Deny ingress by default; Slurm traffic only between the namespace's pods; SSH to login only."""
+    """Deny ingress by default; Slurm traffic only between the namespace's pods; SSH to login only; NFS to
+    an in-cluster NFS server from anywhere (its clients are the nodes' kubelets)."""
     ns = plan.namespace
+    nfs = [nfs_policy(plan)] if any(v.kind == "nfs-server" for v in plan.declaration.storage) else []
     return [
         {
             "apiVersion": "networking.k8s.io/v1",
@@ -185,23 +190,78 @@ def network_policies(plan: ClusterPlan) -> list[Obj]:
                 "ingress": [{"ports": [{"protocol": "TCP", "port": 22}]}],
             },
         },
+        *nfs,
     ]
+
+
+def nfs_policy(plan: ClusterPlan) -> Obj:
+    """NFS to the in-cluster NFS server pods, from any source, on the NFS ports only.
+
+    The clients of an ``nfs-server`` volume are not pods: the kubelet mounts the PersistentVolume from the
+    node's own network namespace, so on a CNI that enforces NetworkPolicy the default deny drops the
+    mount and every pod using ``/home`` sticks in ContainerCreating. A node's address is no pod of any
+    namespace, and node CIDRs differ per cluster (kind, k3d, minikube, a cloud's VPC), so the rule admits
+    every source on the server's ports (:data:`slonk_infra.kube.storage.NFS_PORTS`: 2049 for NFSv4, and
+    rpcbind and mountd for NFSv3, which the server also runs). The server is reached only through its
+    ClusterIP Service, so "every source" means the cluster's nodes and pods.
+    """
+    ports = [{"protocol": proto, "port": port} for _, port in NFS_PORTS for proto in ("TCP", "UDP")]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": meta(NFS_POLICY, plan.namespace, vocab.NETWORK_COMPONENT),
+        "spec": {
+            "podSelector": {"matchLabels": vocab.selector(vocab.NFS_COMPONENT)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"ports": ports}],
+        },
+    }
 
 
 def disruption_budgets(plan: ClusterPlan) -> list[Obj]:
-    """Voluntary evictions never take the controller, and take workers one at a time."""
+    """One budget per worker group, taking its pods one at a time, and, with two controllers, one that
+    keeps one of them up.
+
+    Per group, not one across every worker: node upgrades and repairs of different pools then proceed
+    side by side instead of one pod of the whole cluster at a time. A multi-host TPU slice is the
+    exception: GKE treats a multi-host slice's hosts as one atomic unit and repairs them together
+    (https://cloud.google.com/tpu/docs/tpus-in-gke, "Multi-host TPU slice node pool"), and one host gone already
+    stops every job on the slice, so its budget admits the whole slice; one at a time would only hold
+    the slice's operation, broken, until GKE's PDB timeout (up to an hour).
+
+    The controller: with ``controller.replicas: 1`` there is no budget. ``minAvailable: 1`` over a single
+    pod forbids every eviction, so a system node's drain never finishes: an EKS managed node group update
+    fails after 15 minutes of undrainable pods (PodEvictionFailure) and GKE holds a node upgrade for up to
+    an hour before it drains anyway. Without a budget the drain evicts slurmctld, which restarts on another
+    system node with its state claim (running jobs carry on; slurmd and clients retry until it answers). With two
+    controllers (never on one node), ``minAvailable: 1`` lets a drain take one while the other serves.
+    """
     ns = plan.namespace
-    return [
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": meta(vocab.CONTROLLER_BUDGET, ns, vocab.CONTROLLER_COMPONENT),
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {vocab.COMPONENT: vocab.CONTROLLER_COMPONENT}}},
-        },
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": meta(vocab.WORKERS_BUDGET, ns, vocab.WORKER_COMPONENT),
-            "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {vocab.COMPONENT: vocab.WORKER_COMPONENT}}},
-        },
-    ]
+    out: list[Obj] = []
+    if plan.declaration.controller.replicas > 1:
+        out.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": meta(vocab.CONTROLLER_BUDGET, ns, vocab.CONTROLLER_COMPONENT),
+                "spec": {
+                    "minAvailable": 1,
+                    "selector": {"matchLabels": {vocab.COMPONENT: vocab.CONTROLLER_COMPONENT}},
+                },
+            }
+        )
+    for group in plan.groups:
+        group_label = {vocab.GROUP_LABEL: group.name}
+        out.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                # Named as the group's StatefulSet (another kind, so no clash).
+                "metadata": meta(naming.statefulset(group.name), ns, vocab.WORKER_COMPONENT, **group_label),
+                "spec": {
+                    "maxUnavailable": group.replicas if group.kind == "tpu" and group.replicas > 1 else 1,
+                    "selector": {"matchLabels": vocab.selector(vocab.WORKER_COMPONENT, **group_label)},
+                },
+            }
+        )
+    return out

@@ -6,7 +6,9 @@ plugin's host libraries and environment; on EKS one ``vpc.amazonaws.com/efa`` pe
 libfabric in the image. A multi-host TPU slice's processes find each other through
 ``TPU_WORKER_ID`` and ``TPU_WORKER_HOSTNAMES``, which GKE sets only for Indexed Jobs. Everything
 here is plain data for the worker StatefulSet builder; the figures come from ``fabrics.yaml`` and
-``tpus.yaml``.
+``tpus.yaml``. The GKE Network objects the interfaces annotation names are created by the GKE
+adapter (``slonk_infra/clouds/gcp/gpu_networks.py``) from the same ``interfaces`` entry, and the
+host paths mounted here are filled by its installer DaemonSets (``gpu_installers.py``).
 """
 
 from __future__ import annotations

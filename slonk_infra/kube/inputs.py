@@ -46,6 +46,9 @@ class KubeInputs:
     """Node selector of the controller and login pods (the cloud's system pool)."""
     topology_labels: tuple[str, ...] = ()
     """Node labels carrying the cloud's physical topology (GKE block/subblock/host, EKS network layers)."""
+    operations_account_annotations: Mapping[str, Any] = field(default_factory=dict)
+    """Annotations of the operations controller's ServiceAccount that bind it to its cloud identity
+    (GKE Workload Identity); empty on EKS (Pod Identity binds by name) and on local."""
 
 
 class CloudVolume(Protocol):
@@ -78,6 +81,11 @@ class CloudFacts(Protocol):
         """Node labels carrying the cloud's physical topology."""
         ...
 
+    @property
+    def operations_account_annotations(self) -> Mapping[str, Any]:
+        """Annotations binding the operations controller's ServiceAccount to its cloud identity."""
+        ...
+
 
 @dataclass(frozen=True)
 class ClusterKeys:
@@ -103,4 +111,5 @@ def from_cloud(cloud: CloudFacts, keys: ClusterKeys) -> KubeInputs:
         # Where workers are pinned to their pools, the cloud also has a system pool for the control pods.
         system_selector={vocab.SYSTEM_ROLE_LABEL: vocab.SYSTEM_ROLE} if cloud.pin_to_pools else {},
         topology_labels=tuple(cloud.topology_labels),
+        operations_account_annotations=dict(cloud.operations_account_annotations),
     )

@@ -39,12 +39,12 @@ def service(plan: ClusterPlan) -> Obj:
     # Resolved by the plan: the declared ranges, else the target's default.
     if plan.login_source_ranges is not None:
         spec["loadBalancerSourceRanges"] = list(plan.login_source_ranges)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": meta(naming.LOGIN, plan.namespace, COMPONENT),
-        "spec": spec,
-    }
+    metadata = meta(naming.LOGIN, plan.namespace, COMPONENT)
+    # From the target, through the plan: private ranges only make an internal load balancer (an
+    # internet-facing one sees public client addresses, which private ranges never admit).
+    if plan.login_service_annotations:
+        metadata["annotations"] = dict(plan.login_service_annotations)
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata, "spec": spec}
 
 
 def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from slonk_infra.kube import cluster_wide, controller, login, restapi, state_backup, storage, worker
 from slonk_infra.kube.inputs import ClusterIPOf, KubeInputs
-from slonk_infra.kube.operations import operations_objects
+from slonk_infra.kube.operations import operations_for
 from slonk_infra.kube.pod import Obj
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles
@@ -43,20 +43,8 @@ def build_manifests(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | N
         controller.statefulset(plan, files, inp),
         *state_backup.cronjob(plan, inp),
         login.statefulset(plan, files, inp),
-        *restapi.rest_api(plan, files),
+        *restapi.rest_api(plan, files, inp),
         *[worker.statefulset(plan, g, inp) for g in plan.groups],
         *cluster_wide.disruption_budgets(plan),
-        *_operations(plan),
+        *operations_for(plan, inp),
     ]
-
-
-def _operations(plan: ClusterPlan) -> list[Obj]:
-    """The operations controller's objects (none unless ``operations.enabled``)."""
-    decl = plan.declaration
-    return operations_objects(
-        decl.operations,
-        plan.namespace,
-        decl.image.reference,
-        rest_api=decl.slurm.rest_api,
-        storage_class=plan.claim_storage_class,
-    )

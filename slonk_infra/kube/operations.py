@@ -5,8 +5,15 @@ Least privilege, by what the code calls (:mod:`slonk_infra.ops.kube_api`):
 * ClusterRole (nodes are cluster-scoped): ``nodes`` ``list`` and ``patch`` (annotations and
   cordons). No get, watch, create or delete; nothing on ``nodes/status``.
 * Role in the Slurm namespace: ``pods`` ``list``, ``patch`` (annotations) and ``delete`` (a
-  restart-pod remediation). No secrets: the JWT key arrives as a mounted Secret volume, which
-  kubelet reads, not the controller.
+  restart-pod remediation); where the controller sizes cloud pools (gcp/aws, ``cloudActions``, a
+  GPU or CPU group), ``statefulsets`` ``list`` (the worker replicas). No secrets: the JWT key arrives
+  as a mounted Secret volume, which kubelet reads, not the controller.
+
+Cloud: on gcp/aws the config carries a ``cloud`` section built from the plan (:func:`cloud_section`;
+plain strings, no cloud ids beyond names), and the ServiceAccount carries the cloud layer's
+annotations (GKE Workload Identity: ``iam.gke.io/gcp-service-account``; EKS Pod Identity needs none).
+The Deployment runs on the system pool where the cloud has one, and a NetworkPolicy admits the
+metrics port from ``metricsNamespaces`` (the namespace's default-deny policy blocks it otherwise).
 
 One replica with the Recreate strategy: two controllers would act on the same nodes, and the state
 volume is ReadWriteOnce. The state volume (PersistentVolumeClaim) holds the remediation memory and
@@ -16,12 +23,15 @@ the job hardware record; the component that declares it should retain it on dele
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
 from slonk_infra import vocab
-from slonk_infra.ops.config import OperationsSpec, default_slurmrestd_url
+from slonk_infra.kube.inputs import KubeInputs
+from slonk_infra.ops.config import CloudSection, OperationsSpec, default_slurmrestd_url
+from slonk_infra.plan import ClusterPlan, naming
 
 Obj = dict[str, Any]
 
@@ -29,6 +39,9 @@ NAME = "slonk-ops"
 CONFIG_FILE = "/etc/slonk-ops/config.yaml"
 JWT_DIR = "/etc/slonk-ops/jwt"
 RUN_AS = 65534  # nobody: the controller needs no identity inside the image
+# The control plane sets this immutable label, the namespace's name, on every namespace (Kubernetes docs,
+# "Network Policies", targeting a namespace by its name; GA in 1.22).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def _labels() -> dict[str, str]:
@@ -43,20 +56,77 @@ def _meta(name: str, namespace: str | None) -> Obj:
     return out
 
 
-def controller_config(spec: OperationsSpec, namespace: str) -> str:
-    """The config.yaml the controller reads: the spec with its defaults and the slurmrestd address filled in."""
+def cloud_section(plan: ClusterPlan) -> CloudSection | None:
+    """The controller's ``cloud`` section for a gcp/aws plan (None for local): the cluster, its location, each
+    GPU/CPU group's node pool / node group (TPU slices keep their size), EKS Capacity Blocks, and the machine
+    types whose bad hosts GCP takes as reportHostAsFaulty (catalog ``faulty_host_report``).
+
+    Names follow the adapters: the GKE cluster (regional) and the EKS cluster are named after the
+    declaration (``name``), a group's node pool / node group after the group
+    (:func:`slonk_infra.plan.naming.node_pool`). A Capacity Block id given as a Pulumi Output is left out
+    (the config holds plain strings); the controller then grows that pool without waiting for the block.
+    """
+    decl = plan.declaration
+    if decl.cloud not in ("gcp", "aws"):
+        return None
+    if not decl.region:
+        raise ValueError(f"region: required on {decl.cloud} (got none): the controller addresses the cluster by it")
+    groups = [g for g in plan.groups if g.kind in ("gpu", "cpu")]
+    blocks = {
+        g.name: g.reservation.name
+        for g in groups
+        if decl.cloud == "aws"
+        and g.reservation is not None
+        and g.reservation.capacity_block
+        and g.reservation.name not in plan.pulumi_inputs
+    }
+    # reportHostAsFaulty takes only VMs bound to a reservation (spot and flex-start VMs get
+    # INSTANCES_WITHOUT_RESERVATION_NOT_SUPPORTED; AI Hypercomputer "Report faulty host"). A machine type
+    # that also runs unreserved is left to recreateInstances, which works for every VM.
+    reserved = {g.machine.name for g in groups if g.machine.faulty_host_report and g.reservation is not None}
+    unreserved = {g.machine.name for g in groups if g.reservation is None}
+    faulty = sorted(reserved - unreserved) if decl.operations.report_faulty_hosts else []
+    return CloudSection(
+        kind=decl.cloud,
+        cluster=decl.name,
+        location=decl.region,
+        node_pools={g.name: naming.node_pool(g.name) for g in groups},
+        capacity_blocks=blocks,
+        faulty_host_machine_types=faulty if decl.cloud == "gcp" else [],
+    )
+
+
+def sizes_pools(spec: OperationsSpec, cloud: CloudSection | None) -> bool:
+    """Whether the controller lists the worker StatefulSets to size cloud pools (what its RBAC then allows)."""
+    return spec.cloud_actions and cloud is not None and bool(cloud.node_pools)
+
+
+def controller_config(spec: OperationsSpec, namespace: str, cloud: CloudSection | None = None) -> str:
+    """The config.yaml the controller reads: the spec with its defaults and the slurmrestd address filled in,
+    and the cloud section on gcp/aws."""
     data = spec.model_dump(by_alias=True, mode="json")
     data["slurmrestdUrl"] = spec.slurmrestd_url or default_slurmrestd_url(namespace)
     data["jwtKeyFile"] = f"{JWT_DIR}/{vocab.JWT_FILE}"
+    if cloud is not None:
+        data["cloud"] = cloud.model_dump(by_alias=True, mode="json")
     return yaml.safe_dump(data, sort_keys=True)
 
 
-def rbac(namespace: str) -> list[Obj]:
-    """ServiceAccount, ClusterRole + binding (nodes), Role + binding (pods in ``namespace``)."""
+def rbac(
+    namespace: str, *, statefulsets: bool = False, account_annotations: Mapping[str, Any] | None = None
+) -> list[Obj]:
+    """ServiceAccount, ClusterRole + binding (nodes), Role + binding (pods, and with ``statefulsets`` the
+    worker StatefulSets, in ``namespace``); the ServiceAccount carries the cloud identity's annotations."""
     cluster_name = f"{namespace}-{NAME}"  # cluster-scoped names are shared by every namespace
     subject = {"kind": "ServiceAccount", "name": NAME, "namespace": namespace}
+    account: Obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, namespace)}
+    if account_annotations:
+        account["metadata"]["annotations"] = dict(account_annotations)
+    rules: list[Obj] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "patch", "delete"]}]
+    if statefulsets:
+        rules.append({"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["list"]})
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, namespace)},
+        account,
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
@@ -74,7 +144,7 @@ def rbac(namespace: str) -> list[Obj]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": _meta(NAME, namespace),
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "patch", "delete"]}],
+            "rules": rules,
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -86,8 +156,40 @@ def rbac(namespace: str) -> list[Obj]:
     ]
 
 
-def deployment(spec: OperationsSpec, namespace: str, image: str) -> Obj:
-    """The controller Deployment."""
+def metrics_policy(spec: OperationsSpec, namespace: str) -> list[Obj]:
+    """A NetworkPolicy admitting the metrics port from the pods of ``metricsNamespaces`` (none when empty):
+    the namespace's default-deny-ingress policy otherwise blocks every scraper."""
+    if not spec.metrics_namespaces:
+        return []
+    source = {
+        "namespaceSelector": {
+            "matchExpressions": [
+                {"key": NAMESPACE_NAME_LABEL, "operator": "In", "values": sorted(set(spec.metrics_namespaces))}
+            ]
+        }
+    }
+    return [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta(f"{NAME}-metrics", namespace),
+            "spec": {
+                "podSelector": {"matchLabels": _labels()},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"from": [source], "ports": [{"protocol": "TCP", "port": spec.metrics_port}]}],
+            },
+        }
+    ]
+
+
+def deployment(
+    spec: OperationsSpec,
+    namespace: str,
+    image: str,
+    cloud: CloudSection | None = None,
+    system_selector: Mapping[str, str] | None = None,
+) -> Obj:
+    """The controller Deployment; on the system pool where ``system_selector`` names one."""
     probe = {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 30, "failureThreshold": 3}
     container: Obj = {
         "name": NAME,
@@ -133,10 +235,13 @@ def deployment(spec: OperationsSpec, namespace: str, image: str) -> Obj:
                 "metadata": {
                     "labels": _labels(),
                     "annotations": {
-                        vocab.CONFIG_HASH: hashlib.sha256(controller_config(spec, namespace).encode()).hexdigest()
+                        vocab.CONFIG_HASH: hashlib.sha256(
+                            controller_config(spec, namespace, cloud).encode()
+                        ).hexdigest()
                     },
                 },
                 "spec": {
+                    **({"nodeSelector": dict(system_selector)} if system_selector else {}),
                     "serviceAccountName": NAME,
                     "securityContext": {"fsGroup": RUN_AS, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [container],
@@ -160,15 +265,42 @@ def deployment(spec: OperationsSpec, namespace: str, image: str) -> Obj:
     }
 
 
+def operations_for(plan: ClusterPlan, inputs: KubeInputs) -> list[Obj]:
+    """Every object of the controller for a plan and the cloud layer's inputs (what the Slurm layer calls):
+    the cloud section from the plan, the system pool's selector and the ServiceAccount's cloud identity
+    annotations (``operations_account_annotations``, where the inputs carry them) from the inputs."""
+    decl = plan.declaration
+    return operations_objects(
+        decl.operations,
+        plan.namespace,
+        decl.image.reference,
+        rest_api=decl.slurm.rest_api,
+        storage_class=plan.claim_storage_class,
+        cloud=cloud_section(plan) if decl.operations.enabled else None,
+        account_annotations=inputs.operations_account_annotations,
+        system_selector=inputs.system_selector,
+    )
+
+
 def operations_objects(
-    spec: OperationsSpec, namespace: str, image: str, *, rest_api: bool, storage_class: str | None = None
+    spec: OperationsSpec,
+    namespace: str,
+    image: str,
+    *,
+    rest_api: bool,
+    storage_class: str | None = None,
+    cloud: CloudSection | None = None,
+    account_annotations: Mapping[str, Any] | None = None,
+    system_selector: Mapping[str, str] | None = None,
 ) -> list[Obj]:
     """Every object of the controller; ``[]`` when ``spec.enabled`` is false.
 
     ``namespace`` is the Slurm namespace, ``image`` the cluster's one image (``spec.image``
     overrides it), ``rest_api`` the declaration's ``slurm.restApi`` (the controller needs slurmrestd
     and the slurm-jwt Secret that comes with it), ``storage_class`` the state volume's class
-    (None: the cluster default).
+    (None: the cluster default), ``cloud`` the config's cloud section (None: local, no cloud calls),
+    ``account_annotations`` the ServiceAccount's (values may be Pulumi Outputs), ``system_selector``
+    the system pool's node labels (empty: no pinning).
     """
     if not spec.enabled:
         return []
@@ -184,12 +316,12 @@ def operations_objects(
     if storage_class:
         pvc_spec["storageClassName"] = storage_class
     objects: list[Obj] = [
-        *rbac(namespace),
+        *rbac(namespace, statefulsets=sizes_pools(spec, cloud), account_annotations=account_annotations),
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": _meta(f"{NAME}-config", namespace),
-            "data": {"config.yaml": controller_config(spec, namespace)},
+            "data": {"config.yaml": controller_config(spec, namespace, cloud)},
         },
         {
             "apiVersion": "v1",
@@ -197,7 +329,7 @@ def operations_objects(
             "metadata": _meta(f"{NAME}-state", namespace),
             "spec": pvc_spec,
         },
-        deployment(spec, namespace, image),
+        deployment(spec, namespace, image, cloud, system_selector),
         {
             "apiVersion": "v1",
             "kind": "Service",
@@ -208,6 +340,7 @@ def operations_objects(
             },
         },
     ]
+    objects += metrics_policy(spec, namespace)
     if spec.service_monitor:
         objects.append(
             {

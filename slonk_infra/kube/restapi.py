@@ -6,6 +6,7 @@ Clients authenticate with JWTs slurmctld issues; slurmrestd runs as its own unpr
 from __future__ import annotations
 
 from slonk_infra import vocab
+from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import Obj, config_hash, config_mount, config_volume, meta, restricted, slurm_pod_spec
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles
@@ -26,7 +27,7 @@ def service(plan: ClusterPlan) -> Obj:
     }
 
 
-def deployment(plan: ClusterPlan, files: SlurmFiles) -> Obj:
+def deployment(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | None = None) -> Obj:
     """One slurmrestd replica: stateless, it reads slurm.conf and asks slurmctld. slurmrestd reads
     slurm.conf once, at start, so the config hash rolls it with the controller and login pods."""
     probe = {"tcpSocket": {"port": vocab.SLURMRESTD_PORT}, "periodSeconds": 10}
@@ -58,6 +59,10 @@ def deployment(plan: ClusterPlan, files: SlurmFiles) -> Obj:
         volumes=[config_volume()],
         munged=False,
     )
+    if inputs is not None and inputs.system_selector:
+        # On the system nodes, like the controller and login: on a worker node it would take what the
+        # worker's request leaves, and its class (above the workers') could preempt a Slurm worker.
+        pod_spec["nodeSelector"] = dict(inputs.system_selector)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -73,8 +78,8 @@ def deployment(plan: ClusterPlan, files: SlurmFiles) -> Obj:
     }
 
 
-def rest_api(plan: ClusterPlan, files: SlurmFiles) -> list[Obj]:
+def rest_api(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | None = None) -> list[Obj]:
     """The Service and Deployment of slurmrestd, or nothing when the declaration does not ask for it."""
     if not plan.declaration.slurm.rest_api:
         return []
-    return [service(plan), deployment(plan, files)]
+    return [service(plan), deployment(plan, files, inputs)]

@@ -27,6 +27,15 @@ from slonk_infra.kube.pod import (
 from slonk_infra.plan import ClusterPlan, WorkerGroup, naming
 
 COMPONENT = vocab.WORKER_COMPONENT
+# pulumi-kubernetes' per-object switch off its await logic (pulumi/pulumi-kubernetes#417): "true" skips
+# the readiness wait on create and update (and the wait on delete). Worker StatefulSets and their headless
+# Service are ready only when the machines are: a GPU pool may take 40 minutes, a reservation or Capacity
+# Block may not be active yet. Awaited, they failed `pulumi up` after the provider's 10 minutes
+# (docs/readiness.md says how to watch them instead: `slonk-infra status`).
+SKIP_AWAIT = "pulumi.com/skipAwait"
+# The cluster autoscaler never evicts a pod carrying this (its FAQ, "What types of pods can prevent CA from
+# removing a node?"): an autoscaler a site adds must not take a worker whose Slurm node may run a job.
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 # A TPU VM's runtime talks to the other hosts of its slice on these ports (GKE multi-host TPU examples).
 TPU_HOST_PORTS = (8471, 8431)
 WORKER_GRACE_SECONDS = 300
@@ -39,7 +48,7 @@ def service(plan: ClusterPlan) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": meta(naming.WORKERS_SERVICE, plan.namespace, COMPONENT),
+        "metadata": {**meta(naming.WORKERS_SERVICE, plan.namespace, COMPONENT), "annotations": {SKIP_AWAIT: "true"}},
         "spec": {
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
@@ -162,15 +171,16 @@ def statefulset(plan: ClusterPlan, group: WorkerGroup, inputs: KubeInputs) -> Ob
         }
     group_label = {vocab.GROUP_LABEL: group.name}
     template_meta: Obj = {"labels": vocab.labels(COMPONENT, **group_label)}
-    annotations = dict(fabric.annotations)
+    annotations = {**fabric.annotations, SAFE_TO_EVICT: "false"}
     if fabric.note:
         annotations[vocab.FABRIC_NOTE] = fabric.note
-    if annotations:
-        template_meta["annotations"] = annotations
+    template_meta["annotations"] = annotations
+    metadata = meta(naming.statefulset(group.name), plan.namespace, COMPONENT, **group_label)
+    metadata["annotations"] = {SKIP_AWAIT: "true"}
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": meta(naming.statefulset(group.name), plan.namespace, COMPONENT, **group_label),
+        "metadata": metadata,
         "spec": {
             "serviceName": naming.WORKERS_SERVICE,
             "replicas": group.replicas,

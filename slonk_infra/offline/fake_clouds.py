@@ -111,11 +111,22 @@ FAKE_CALLS: dict[str, Callable[[State], State]] = {
             {"associationId": "vpc-cidr-assoc-1", "cidrBlock": FAKE_VPC_CIDR, "state": "associated"}
         ],
     },
+    # Offline, every declared subnet is taken to be in the declared zone: the answer lists the subnets the
+    # call filtered on (EC2 DescribeSubnets with subnet-id and availability-zone filters).
+    "aws:ec2/getSubnets:getSubnets": lambda a: {"ids": _filter_values(a, "subnet-id"), "filters": a.get("filters")},
     "aws:eks/getCluster:getCluster": lambda a: {
         "name": a.get("name"),
         "vpcConfig": {"clusterSecurityGroupId": "sg-0existing"},
     },
 }
+
+
+def _filter_values(args: State, name: str) -> list[str]:
+    """The values of the invoke's filter called ``name`` (an EC2 Describe* filter list)."""
+    for item in args.get("filters") or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            return [str(v) for v in item.get("values") or []]
+    return []
 
 
 class FakeClouds(pulumi.runtime.Mocks):

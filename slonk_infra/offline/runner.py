@@ -88,6 +88,8 @@ class Registration:
     delete_before_replace: bool
     dependencies: tuple[str, ...]
     provider: str
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    """The ``customTimeouts`` option (create / update / delete, as Go durations), where set."""
 
 
 # ---------------------------------------------------------------------------- the recording monitor
@@ -112,6 +114,13 @@ _OPTION_FIELDS = (
     ("hideDiffs", "hide_diff"),
     ("replace_with", "replace_with"),
 )
+
+
+def _timeouts(request: Any) -> dict[str, str]:
+    """The create / update / delete custom timeouts a registration asks for (empty where none is set)."""
+    if not request.HasField("customTimeouts"):
+        return {}
+    return {k: v for k in ("create", "update", "delete") if (v := getattr(request.customTimeouts, k))}
 
 
 def _copy_field(src: Any, src_name: str, dst: Any, dst_name: str) -> None:
@@ -195,6 +204,7 @@ class RecordingMonitor(MockMonitor):
                 delete_before_replace=bool(request.deleteBeforeReplace),
                 dependencies=tuple(request.dependencies),
                 provider=request.provider,
+                custom_timeouts=_timeouts(request),
             )
         )
         return response

@@ -4,6 +4,10 @@ A plain-Python core with thin adapters:
 
 - :mod:`~slonk_infra.ops.model`, :mod:`~slonk_infra.ops.signals`, :mod:`~slonk_infra.ops.sync`,
   :mod:`~slonk_infra.ops.remediation`: records and the pure reconcile step;
+- :mod:`~slonk_infra.ops.pools` (pool sizing, scale-in of emptied machines) and
+  :mod:`~slonk_infra.ops.replace` (the cloud call of a machine replacement): pure decisions carried
+  out through :mod:`~slonk_infra.ops.cloud` (GKE, EKS); :mod:`~slonk_infra.ops.memory` holds all three
+  sides in memory for tests and the benchmark;
 - :mod:`~slonk_infra.ops.slurm_rest` (slurmrestd, JWT) and :mod:`~slonk_infra.ops.kube_api`
   (the official ``kubernetes`` client): one list call per tick per kind of object;
 - :mod:`~slonk_infra.ops.controller` (one tick with I/O), :mod:`~slonk_infra.ops.records` (state

@@ -31,7 +31,7 @@ every cordoned node, including the controller's own cordons; a cordon is read fr
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -65,6 +65,11 @@ FAILING_CONDITIONS = (
 # slonk-health drains with this prefix (slonk_infra.health.drain.DRAIN_REASON_PREFIX); the controller
 # may replace such a drain with its own and lift it once a newer verdict passes.
 HEALTH_REASON_PREFIX = "slonk-health:"
+# Namespaces whose pods scrape the metrics port by default: GKE Managed Service for Prometheus runs its
+# collectors in gmp-system (GKE docs "Managed collection"), and kube-prometheus installs Prometheus in
+# monitoring (prometheus-operator/kube-prometheus manifests/setup/namespace.yaml). Sources: docs/operations.md.
+METRICS_NAMESPACES = ("gmp-system", "monitoring")
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 
 Seconds = Annotated[int, Field(gt=0)]
 
@@ -179,6 +184,31 @@ class OperationsSpec(_Model):
     cpu_request: str = Field(default="100m", description="CPU request of the controller container.")
     memory_request: str = Field(default="256Mi", description="Memory request of the controller container.")
     memory_limit: str = Field(default="1Gi", description="Memory limit of the controller container.")
+    metrics_namespaces: list[Annotated[str, Field(pattern=DNS_LABEL)]] = Field(
+        default_factory=lambda: list(METRICS_NAMESPACES),
+        description="Namespaces whose pods may reach the metrics port through the namespace's default-deny "
+        "NetworkPolicy (matched on kubernetes.io/metadata.name); [] admits none.",
+    )
+    cloud_actions: bool = Field(
+        default=True,
+        description="gcp/aws: the controller sizes the GPU/CPU worker pools' machines (grows them at once, "
+        "removes only empty machines) and asks the cloud for a new machine on replace-machine verdicts; "
+        "false: it only cordons and annotates, and Pulumi sizes the pools.",
+    )
+    report_faulty_hosts: bool = Field(
+        default=False,
+        description="gcp: for A3/A4 machines bound to a reservation, report a replace-machine verdict's host to "
+        "Compute Engine as faulty (instances.reportHostAsFaulty) instead of recreating the VM. Off by default: "
+        "the AI Hypercomputer guide gives GKE nodes their own procedure, the repair can take days on A3 High and "
+        "Mega, and auto-repair recreating the node cancels a report in progress (not verified on GKE here).",
+    )
+    scale_in_grace_seconds: Seconds = Field(
+        default=600,
+        description="A machine younger than this is never removed (a node that just joined has no pod yet).",
+    )
+    max_removals_per_tick: int = Field(
+        default=2, ge=1, description="Most machines removed from the worker pools in one tick, cluster-wide."
+    )
 
     @model_validator(mode="after")
     def _prefixes(self) -> OperationsSpec:
@@ -194,16 +224,52 @@ class OperationsSpec(_Model):
         """The controller's own prefix first, then the ones it may take over."""
         return (self.reason_prefix, *self.owned_reason_prefixes)
 
+    @property
+    def owns_pool_sizes(self) -> bool:
+        """The controller (not Pulumi) sizes the GPU/CPU worker pools after creation (gcp/aws)."""
+        return self.enabled and self.cloud_actions
+
+
+class CloudSection(_Model):
+    """The ``cloud`` section of the controller's config.yaml, rendered from the plan (gcp/aws only).
+
+    Not part of the declaration: :mod:`slonk_infra.kube.operations` writes it beside the
+    :class:`OperationsSpec` fields, and the controller turns it into the cloud adapter's pools.
+    """
+
+    kind: Literal["gcp", "aws"] = Field(description="The cloud that runs the worker machines.")
+    cluster: str = Field(min_length=1, description="GKE / EKS cluster name.")
+    location: str = Field(min_length=1, description="GKE cluster location (region) or AWS region.")
+    node_pools: dict[str, str] = Field(
+        default_factory=dict,
+        description="Worker group -> GKE node pool / EKS node group (GPU and CPU groups; TPU slices keep their size).",
+    )
+    capacity_blocks: dict[str, str] = Field(
+        default_factory=dict, description="EKS worker group -> Capacity Block reservation id (grown once active)."
+    )
+    faulty_host_machine_types: list[str] = Field(
+        default_factory=list,
+        description="Machine types whose bad hosts are reported with instances.reportHostAsFaulty (GCP).",
+    )
+
+
+class ControllerConfig(_Model):
+    """Everything config.yaml holds: the operations settings and, on gcp/aws, the cloud section."""
+
+    spec: OperationsSpec = Field(description="The declaration's operations settings.")
+    cloud: CloudSection | None = Field(default=None, description="The worker pools' cloud (None: local).")
+
 
 class SpecError(ValueError):
     """A configuration file the controller cannot use; the message names each bad field."""
 
 
-def describe(err: ValidationError) -> str:
-    """One line per problem: ``remediation.maxPoolFraction: Input should be ... (got 2)``."""
+def describe(err: ValidationError, prefix: str = "") -> str:
+    """One line per problem: ``remediation.maxPoolFraction: Input should be ... (got 2)``; ``prefix`` goes
+    before each field path (a nested section)."""
     lines = []
     for e in err.errors(include_url=False):
-        path = ".".join(str(p) for p in e["loc"]) or "<root>"
+        path = prefix + (".".join(str(p) for p in e["loc"]) or "<root>")
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
@@ -213,18 +279,32 @@ def describe(err: ValidationError) -> str:
     return "; ".join(lines)
 
 
-def load_spec(path: Path) -> OperationsSpec:
-    """Reads a YAML or JSON file into an :class:`OperationsSpec`; clear errors, no tracebacks."""
+def load_config(path: Path) -> ControllerConfig:
+    """Reads config.yaml (or JSON): the :class:`OperationsSpec` fields at the top, an optional ``cloud``
+    section beside them; clear errors naming the field, no tracebacks."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise SpecError(f"{path}: {exc}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+    data = dict(data)
+    cloud = data.pop("cloud", None)
     try:
-        return OperationsSpec.model_validate(data)
+        spec = OperationsSpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(f"{path}: {describe(exc)}") from None
+    try:
+        section = None if cloud is None else CloudSection.model_validate(cloud)
+    except ValidationError as exc:
+        raise SpecError(f"{path}: {describe(exc, 'cloud.')}") from None
+    return ControllerConfig(spec=spec, cloud=section)
+
+
+def load_spec(path: Path) -> OperationsSpec:
+    """Reads a YAML or JSON file into an :class:`OperationsSpec` (a ``cloud`` section is read and checked
+    too: :func:`load_config` returns it)."""
+    return load_config(path).spec
 
 
 def default_slurmrestd_url(namespace: str) -> str:

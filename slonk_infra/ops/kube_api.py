@@ -1,12 +1,14 @@
-"""The Kubernetes side, through the official ``kubernetes`` client: two list calls per tick, patches for changes.
+"""The Kubernetes side, through the official ``kubernetes`` client: two list calls per tick (three when it
+sizes cloud pools: the worker StatefulSets), patches for changes.
 
 Lists are read with ``resourceVersion=0`` (served from the API server's watch cache, the cheap way
 to list thousands of nodes) and decoded straight from JSON into :mod:`slonk_infra.ops.model`
 records through :mod:`slonk_infra.ops.wire`, which reads only the fields a record keeps; building the
 client's model objects for every field of 4,096 nodes would cost more than the rest of a tick. Patches are JSON merge patches of annotations and ``spec.unschedulable`` only.
 
-Permissions used (see :mod:`slonk_infra.kube.operations`): nodes get/list/patch cluster-wide; pods
-list/patch/delete in the Slurm namespace.
+Permissions used (see :mod:`slonk_infra.kube.operations`): nodes list/patch cluster-wide; pods
+list/patch/delete in the Slurm namespace; statefulsets list in the Slurm namespace (only where the
+controller sizes cloud pools).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import kubernetes.config
 import msgspec
 from kubernetes.client.exceptions import ApiException
 
-from slonk_infra.ops.model import KubeNode, KubePod, Taint
+from slonk_infra.ops.model import KubeNode, KubePod, Taint, WorkerSet
 from slonk_infra.ops.wire import (
     KUBE_NODES,
     KUBE_PODS,
+    KUBE_STATEFULSETS,
     DecodeError,
     NodeSpec,
     NodeStatus,
@@ -34,7 +37,10 @@ from slonk_infra.ops.wire import (
     PodSpec,
     PodStatus,
     PodWire,
+    StatefulSetSpec,
+    StatefulSetWire,
 )
+from slonk_infra.vocab import GROUP_LABEL
 
 
 class KubeError(RuntimeError):
@@ -61,7 +67,17 @@ def node_from(raw: NodeWire | Mapping[str, Any]) -> KubeNode:
         conditions={c.type: c.status for c in status.conditions or ()},
         provider_id=spec.providerID or "",
         boot_id=(status.nodeInfo.bootID if status.nodeInfo else None) or "",
+        created=_time(meta.creationTimestamp),
     )
+
+
+def worker_set_from(raw: StatefulSetWire | Mapping[str, Any]) -> WorkerSet:
+    """A worker StatefulSet (as decoded from a list, or as JSON) as a record; its group is its group label."""
+    w = raw if isinstance(raw, StatefulSetWire) else msgspec.convert(raw, StatefulSetWire)
+    meta, spec = w.metadata or ObjectMeta(), w.spec or StatefulSetSpec()
+    # spec.replicas defaults to 1 when left out (apps/v1 StatefulSetSpec).
+    replicas = 1 if spec.replicas is None else spec.replicas
+    return WorkerSet(name=meta.name, group=(meta.labels or {}).get(GROUP_LABEL, meta.name), replicas=replicas)
 
 
 def pod_from(raw: PodWire | Mapping[str, Any]) -> KubePod:
@@ -85,6 +101,7 @@ class KubeApi:
 
     def __init__(self, client: k8s.ApiClient, namespace: str) -> None:
         self.core = k8s.CoreV1Api(client)
+        self.apps = k8s.AppsV1Api(client)
         self.namespace = namespace
         self.calls: Counter[str] = Counter()
 
@@ -146,6 +163,18 @@ class KubeApi:
             resource_version="0",
         )
         return [pod_from(p) for p in answer.items or ()]
+
+    def list_statefulsets(self, selector: str) -> list[WorkerSet]:
+        """The worker StatefulSets (their replicas): one call."""
+        answer = self._list(
+            "list_statefulsets",
+            KUBE_STATEFULSETS,
+            self.apps.list_namespaced_stateful_set,
+            self.namespace,
+            label_selector=selector,
+            resource_version="0",
+        )
+        return [worker_set_from(s) for s in answer.items or ()]
 
     def patch_node(self, name: str, body: dict[str, Any]) -> None:
         """Merge patch of a node (annotations, spec.unschedulable)."""

@@ -25,8 +25,17 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import click
 
 from slonk_infra import vocab
-from slonk_infra.ops.config import DEFAULT_CONFIG_PATH, OperationsSpec, SpecError, default_slurmrestd_url, load_spec
-from slonk_infra.ops.controller import Controller, TickReport
+from slonk_infra.ops.cloud import CloudMachines
+from slonk_infra.ops.config import (
+    DEFAULT_CONFIG_PATH,
+    CloudSection,
+    ControllerConfig,
+    OperationsSpec,
+    SpecError,
+    default_slurmrestd_url,
+    load_config,
+)
+from slonk_infra.ops.controller import Controller, TickReport, cloud_pools
 from slonk_infra.ops.kube_api import KubeApi
 from slonk_infra.ops.metrics import Metrics
 from slonk_infra.ops.records import JobRecord, StateStore
@@ -37,8 +46,29 @@ log = logging.getLogger("slonk_infra.ops")
 StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 
 
-def build(spec: OperationsSpec, kube: KubeApi, namespace: str, slurm_conf: str | None = None) -> Controller:
-    """The controller with its clients, memory and job record, as configured."""
+def connect_cloud(section: CloudSection | None, spec: OperationsSpec) -> CloudMachines | None:
+    """The cloud client of the config's cloud section (None: local, or ``cloudActions: false``).
+
+    The clients live in :mod:`slonk_infra.ops.cloud` (``connect``, google-cloud-compute or boto3,
+    imported only here so a local controller needs neither); credentials come from the pod's identity
+    (GKE Workload Identity, EKS Pod Identity).
+    """
+    if section is None or not spec.cloud_actions:
+        return None
+    from slonk_infra.ops.cloud import connect
+
+    try:
+        return connect(cloud_pools(section))
+    except (ImportError, ValueError) as exc:
+        raise SpecError(f"cloud: {exc} (or set cloudActions: false)") from None
+
+
+def build(
+    spec: OperationsSpec | ControllerConfig, kube: KubeApi, namespace: str, slurm_conf: str | None = None
+) -> Controller:
+    """The controller with its clients, memory and job record, as configured (a bare spec: no cloud)."""
+    section = spec.cloud if isinstance(spec, ControllerConfig) else None
+    spec = spec.spec if isinstance(spec, ControllerConfig) else spec
     signer = TokenSigner.from_file(spec.jwt_key_file, spec.slurm_user, spec.token_lifetime_seconds)
     scontrol = None
     if spec.scontrol_fallback:
@@ -47,7 +77,17 @@ def build(spec: OperationsSpec, kube: KubeApi, namespace: str, slurm_conf: str |
     state_dir = Path(spec.state_dir)
     if not state_dir.is_dir():
         raise SpecError(f"stateDir {spec.state_dir!r} is not a directory (mount the state volume there)")
-    return Controller(spec, slurm, kube, StateStore(state_dir), JobRecord(state_dir / "jobs.jsonl"), Metrics())
+    log.info("slurmrestd %s", slurm.url)
+    return Controller(
+        spec,
+        slurm,
+        kube,
+        StateStore(state_dir),
+        JobRecord(state_dir / "jobs.jsonl"),
+        Metrics(),
+        cloud=connect_cloud(section, spec),
+        cloud_section=section,
+    )
 
 
 class _Quiet(WSGIRequestHandler):
@@ -85,7 +125,10 @@ def summary(report: TickReport) -> dict[str, Any]:
         "pods": report.pods,
         "slurmCalls": dict(report.slurm_calls),
         "kubeCalls": dict(report.kube_calls),
-        "decisions": [f"{d.what} {d.node}: {d.why}" for d in plan.decisions] if plan else [],
+        "decisions": [
+            f"{d.what} {d.node}: {d.why}" for d in [*(plan.decisions if plan else []), *report.cloud_decisions]
+        ],
+        "cloudCalls": dict(report.cloud_calls),
         "wallSeconds": round(report.wall_seconds, 4),
         "cpuSeconds": round(report.cpu_seconds, 4),
     }
@@ -110,9 +153,14 @@ def main(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         if config_path is None:
-            spec = load_spec(DEFAULT_CONFIG_PATH) if DEFAULT_CONFIG_PATH.exists() else OperationsSpec()
+            config = (
+                load_config(DEFAULT_CONFIG_PATH)
+                if DEFAULT_CONFIG_PATH.exists()
+                else ControllerConfig(spec=OperationsSpec())
+            )
         else:
-            spec = load_spec(config_path)
+            config = load_config(config_path)
+        spec = config.spec
         ns = namespace or os.environ.get("POD_NAMESPACE") or ""
         if not ns:
             raise SpecError("no namespace: pass --namespace or set POD_NAMESPACE")
@@ -121,7 +169,7 @@ def main(
             kube = KubeApi.connect(kube_host, token, ns)
         else:
             kube = KubeApi.in_cluster(ns)
-        controller = build(spec, kube, ns, slurm_conf)
+        controller = build(config, kube, ns, slurm_conf)
     except (SpecError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     if once:
@@ -132,7 +180,8 @@ def main(
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     serve(controller, spec.metrics_port, stale_after=10 * spec.interval_seconds + 120)
-    log.info("slonk-ops: namespace %s, slurmrestd %s, every %ss", ns, controller.slurm.url, spec.interval_seconds)
+    where = f"{controller.pools.cloud} cluster {controller.pools.cluster}" if controller.pools else "no cloud"
+    log.info("slonk-ops: namespace %s, every %ss, %s", ns, spec.interval_seconds, where)
     while not stop.is_set():
         report = controller.tick()
         stop.wait(max(0.0, spec.interval_seconds - report.wall_seconds))

@@ -16,6 +16,12 @@ Series (all prefixed ``slonk_``):
 ``api_calls_total{api,kind}``                      requests to slurmrestd and Kubernetes
 ``sync_tick_seconds``, ``sync_tick_cpu_seconds``   wall-time histogram / CPU time of the last tick
 ``sync_last_success_timestamp_seconds``            end of the last tick that reached both APIs
+``cloud_calls_total{call,outcome}``                cloud calls (pool_size, pool_ready, pool_change, grow, remove,
+                                                   replace) by outcome (ok, error)
+``machine_replacements_total{call}``               replacements the cloud accepted, by its API call
+``replace_delay_seconds``                          histogram: failing verdict to the cloud's replace call
+``pool_machines{pool,kind}``                       machines (Kubernetes nodes) and replicas of pools whose
+                                                   counts differed this tick
 =================================================  ==============================================
 """
 
@@ -28,6 +34,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from slonk_infra.ops.model import SlurmJob, SlurmNode, Verdict
 
+# Verdict -> drain -> idle -> cloud call: ticks (15 s) to the remediation timeout (30 min) and beyond.
+REPLACE_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 4 * 3600)
 WAIT_BUCKETS = (1, 10, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600, 72 * 3600)
 MAX_REASON_LABEL = 60
 
@@ -71,6 +79,24 @@ class Metrics:
         self.tick_cpu = Gauge("slonk_sync_tick_cpu_seconds", "CPU time of the last sync tick.", registry=r)
         self.last_success = Gauge(
             "slonk_sync_last_success_timestamp_seconds", "End of the last tick that reached both APIs.", registry=r
+        )
+        self.cloud_calls = Counter(
+            "slonk_cloud_calls", "Calls to the cloud's machine API by outcome.", ["call", "outcome"], registry=r
+        )
+        self.replacements = Counter(
+            "slonk_machine_replacements", "Machine replacements the cloud accepted, by call.", ["call"], registry=r
+        )
+        self.replace_delay = Histogram(
+            "slonk_replace_delay_seconds",
+            "Seconds from a failing replace-machine verdict to the cloud's replace call.",
+            buckets=REPLACE_BUCKETS,
+            registry=r,
+        )
+        self.pool_machines = Gauge(
+            "slonk_pool_machines",
+            "Machines (kind=nodes) and worker replicas (kind=replicas) of pools whose counts differ.",
+            ["pool", "kind"],
+            registry=r,
         )
 
     def slurm(self, nodes: Iterable[SlurmNode], jobs: Iterable[SlurmJob], now: float) -> None:

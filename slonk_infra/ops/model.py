@@ -30,6 +30,9 @@ from slonk_infra.vocab import CORDONED_BY, GROUP_LABEL
 
 # The value of CORDONED_BY on a node this controller cordoned.
 CORDONED_BY_US = "slonk"
+# Kubernetes well-known label of a node's cloud machine type (kubernetes.io/docs/reference/labels-annotations-taints,
+# "node.kubernetes.io/instance-type": set by the kubelet from the cloud provider).
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 Action = Literal["none", "restart-pod", "replace-machine", "needs-person"]
 ACTIONS: tuple[Action, ...] = ("none", "restart-pod", "replace-machine", "needs-person")
@@ -123,6 +126,12 @@ class KubeNode:
     conditions: Mapping[str, str] = field(default_factory=dict)  # type -> "True" / "False" / "Unknown"
     provider_id: str = ""
     boot_id: str = ""
+    created: float = 0.0  # when the Node object was created (epoch seconds; 0 if unknown)
+
+    @property
+    def machine_type(self) -> str:
+        """The cloud machine type (``a3-megagpu-8g``, ``p5.48xlarge``), from the well-known label; '' if none."""
+        return self.labels.get(INSTANCE_TYPE_LABEL, "")
 
     @property
     def cordoned_by_us(self) -> bool:
@@ -147,6 +156,15 @@ class KubePod:
     def pool(self) -> str:
         """The worker group (pool) this pod belongs to."""
         return self.labels.get(GROUP_LABEL, "")
+
+
+@dataclass(frozen=True)
+class WorkerSet:
+    """A worker StatefulSet: how many worker pods (and so machines) its group should have."""
+
+    name: str
+    group: str
+    replicas: int
 
 
 @dataclass(frozen=True)

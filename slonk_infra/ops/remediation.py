@@ -8,26 +8,18 @@ What each verdict action does, once the Slurm node is drained by the controller 
 * ``restart-pod``: the worker pod is deleted; its StatefulSet creates it again on the same machine.
   Done when a new pod runs and its slurmd answers.
 * ``replace-machine``: the Kubernetes node is cordoned (``slonk.dev/cordoned-by``), annotated
-  ``slonk.dev/replace-machine`` (reason, fingerprint, providerID) and the pod is deleted. Done when
-  the pod runs again on another machine: a new node object, a new boot ID or a new fingerprint.
-  What brings the new machine is the cloud's, and Kubernetes RBAC cannot ask for it:
-
-  - GKE: node auto-repair (on for this project's node pools) recreates a VM only when its node is
-    NotReady or silent for about 10 minutes or its boot disk is full for about 30 (GKE docs
-    "Auto-repair nodes"); a cordon does not trigger it outside Autopilot, and deleting the Node
-    object does not delete the VM (with auto-repair off it orphans it). Bad GPU hosts of A3/A4
-    machines are handed to Compute Engine with ``instances.reportHostAsFaulty`` (``gcloud compute
-    instances report-host-as-faulty --fault-reasons=behavior=UNRECOVERABLE_GPU_ERROR``), which needs
-    IAM on the project, not Kubernetes RBAC.
-  - EKS: node auto repair replaces a managed-node-group or Karpenter node whose
-    ``AcceleratedHardwareReady`` condition (set by the EKS node monitoring agent) is False for
-    10 minutes; otherwise EC2 Auto Scaling ``SetInstanceHealth --health-status Unhealthy`` replaces
-    the instance, again with IAM, not RBAC.
-  - With a cluster autoscaler or Karpenter, the deleted pod pending on the cordoned node is what
-    brings a new node, and the empty cordoned one is scaled away.
-
-  Until one of those happens the node stays cordoned and annotated, which is what a person (or a
-  cloud-side automation reading the annotation) acts on.
+  ``slonk.dev/replace-machine`` (reason, fingerprint, providerID) and the pod is deleted; then, on
+  gcp/aws with ``cloudActions``, the controller asks the cloud once for a new machine in that slot
+  (:mod:`slonk_infra.ops.replace`): GKE ``instances.reportHostAsFaulty`` for machine types the
+  catalog marks ``faulty_host_report`` (A3/A4), else ``instanceGroupManagers.recreateInstances``;
+  EKS ``autoscaling:SetInstanceHealth`` Unhealthy. The call, its attempts and its outcome are kept
+  in the remediation record. The old machine stays cordoned while the new pod waits, until its Node
+  shows another machine (a new Node object or a new boot ID: :func:`machine_changed`); then the
+  cordon is lifted and the pod returns. Done when the pod runs again on another machine: a new node
+  object, a new boot ID or a new fingerprint. Without a cloud (local, ``cloudActions: false``) the
+  machine stays cordoned and annotated for the cloud's own repair or a person (GKE auto-repair acts
+  only on NotReady nodes, not on cordons; EKS node auto repair on the node monitoring agent's
+  conditions).
 * ``needs-person``: nothing is done but keeping the node drained and its machine cordoned.
 
 Limits: at most ``maxActionsPerWindow`` actions per ``windowSeconds`` cluster-wide, and at most
@@ -61,6 +53,15 @@ class Remediation:
     kube_node_uid: str = ""
     boot_id: str = ""
     timed_out: bool = False
+    provider_id: str = ""  # the machine as its Node named it when the repair started
+    machine_type: str = ""  # its node.kubernetes.io/instance-type
+    verdict_time: float = 0.0  # when the failing verdict was made (its time, else first seen)
+    # The cloud call of a replace-machine (design: made once per remediation, after cordon and drain).
+    cloud_call: str = ""  # the call the cloud accepted (reportHostAsFaulty, recreateInstances, SetInstanceHealth)
+    cloud_at: float = 0.0  # when it was accepted
+    cloud_attempts: int = 0  # calls tried, failed ones included
+    cloud_next: float = 0.0  # no call before this time (backoff after a failure)
+    cloud_error: str = ""  # the last failure
 
 
 @dataclass
@@ -84,6 +85,10 @@ class RemediationState:
     pods: dict[str, str] = field(default_factory=dict)
     kept_out: dict[str, KeptOut] = field(default_factory=dict)  # fingerprint -> hold
     actions: list[float] = field(default_factory=list)  # times of actions taken (rate limit)
+    # Pool sizing (slonk_infra.ops.pools): the Slurm nodes last seen on each Kubernetes node, so a machine
+    # whose pod is gone is still known to have run them; and machines handed to the cloud for removal.
+    hosts: dict[str, list[str]] = field(default_factory=dict)  # kube node -> Slurm nodes last on it
+    removals: dict[str, float] = field(default_factory=dict)  # kube node -> when remove() was accepted
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (state.json)."""
@@ -93,6 +98,8 @@ class RemediationState:
             "pods": dict(sorted(self.pods.items())),
             "keptOut": {k: asdict(v) for k, v in sorted(self.kept_out.items())},
             "actions": list(self.actions),
+            "hosts": {k: list(v) for k, v in sorted(self.hosts.items())},
+            "removals": dict(sorted(self.removals.items())),
         }
 
     @classmethod
@@ -104,6 +111,8 @@ class RemediationState:
             pods={str(k): str(v) for k, v in (data.get("pods") or {}).items()},
             kept_out={k: KeptOut(**v) for k, v in (data.get("keptOut") or {}).items()},
             actions=[float(t) for t in data.get("actions") or []],
+            hosts={str(k): [str(n) for n in v] for k, v in (data.get("hosts") or {}).items()},
+            removals={str(k): float(v) for k, v in (data.get("removals") or {}).items()},
         )
 
     def prune(self, now: float, spec: RemediationSpec) -> None:
@@ -158,6 +167,16 @@ def start(state: RemediationState, rem: Remediation) -> None:
     state.history.setdefault(rem.fingerprint, []).append(rem.started)
     state.pods[rem.fingerprint] = rem.pod_uid
     state.actions.append(rem.started)
+
+
+def machine_changed(rem: Remediation, node: KubeNode | None) -> bool:
+    """The Kubernetes node the repair started on now stands for another machine: a new Node object under
+    the same name (a recreated VM) or a new boot (a VM moved to a new host). False while it is unknown."""
+    if node is None or node.name != rem.kube_node:
+        return False
+    return (bool(rem.kube_node_uid) and node.uid != rem.kube_node_uid) or (
+        bool(rem.boot_id) and bool(node.boot_id) and node.boot_id != rem.boot_id
+    )
 
 
 def finished(rem: Remediation, pod: KubePod | None, node: KubeNode | None, slurm: SlurmNode | None, fp: str) -> bool:

@@ -143,6 +143,25 @@ class PodWire(msgspec.Struct, gc=False):
     status: PodStatus | None = None
 
 
+class StatefulSetSpec(msgspec.Struct, gc=False):
+    """What a worker set record keeps of spec."""
+
+    replicas: int | None = None
+
+
+class StatefulSetWire(msgspec.Struct, gc=False):
+    """A StatefulSet, as far as :func:`~slonk_infra.ops.kube_api.worker_set_from` reads it."""
+
+    metadata: ObjectMeta | None = None
+    spec: StatefulSetSpec | None = None
+
+
+class StatefulSetList(msgspec.Struct):
+    """A StatefulSetList's items."""
+
+    items: list[StatefulSetWire] | None = None
+
+
 class NodeList(msgspec.Struct):
     """A NodeList's items."""
 
@@ -159,6 +178,7 @@ SLURM_NODES = msgspec.json.Decoder(SlurmNodesAnswer)
 SLURM_JOBS = msgspec.json.Decoder(SlurmJobsAnswer)
 KUBE_NODES = msgspec.json.Decoder(NodeList)
 KUBE_PODS = msgspec.json.Decoder(PodList)
+KUBE_STATEFULSETS = msgspec.json.Decoder(StatefulSetList)
 DecodeError = (msgspec.DecodeError, msgspec.ValidationError)
 
 

@@ -204,20 +204,39 @@ def check_fabrics(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], probl
             problems.add("kubernetes.version", f"{problem} (pools[{i}] {pool.name!r})")
 
 
-def check_tpu_env(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], problems: Problems) -> None:
-    """A multi-host TPU slice's hosts learn their index from the pod-index label, on by default from 1.28."""
-    facts = load_catalog().platform.kubernetes
-    floor = facts.pod_index_label_min_minor
-    if gke_version_key(decl.kubernetes.version)[:2] >= gke_version_key(floor)[:2]:
-        return
-    for i, spec in enumerate(decl.tpu_slices):
-        multi = [g for g in groups if g.base == spec.name and g.kind == "tpu" and g.replicas > 1]
-        if multi:
-            problems.add(
-                "kubernetes.version",
-                f"{decl.kubernetes.version} has no {facts.pod_index_label} pod label (Kubernetes {floor}+), which "
-                f"sets TPU_WORKER_ID on the hosts of tpuSlices[{i}] {spec.name!r}; use {floor} or later",
-            )
+# The floor of this layer: the munged sidecar of every Slurm pod is a native sidecar (an init container
+# with restartPolicy: Always), which needs the SidecarContainers feature (KEP-753), beta and on by
+# default from Kubernetes 1.29 (https://kubernetes.io/docs/concepts/workloads/pods/sidecar-containers/,
+# https://github.com/kubernetes/enhancements/issues/753). On 1.28 that init container never "completes",
+# so no Slurm pod ever leaves Init.
+MIN_KUBERNETES = "1.29"
+# Clouds where the library creates a cluster with a public control-plane endpoint.
+ENDPOINT_CLOUDS = ("gcp", "aws")
+
+
+def check_kubernetes(decl: ClusterDeclaration, problems: Problems) -> None:
+    """The Kubernetes floor (native sidecars), and who may reach a created cluster's endpoint.
+
+    The floor also covers what a multi-host TPU slice needs: its hosts learn their index from the
+    ``apps.kubernetes.io/pod-index`` pod label, on by default from 1.28 (catalog ``platform.yaml``).
+    """
+    k8s = decl.kubernetes
+    if gke_version_key(k8s.version)[:2] < gke_version_key(MIN_KUBERNETES)[:2]:
+        problems.add(
+            "kubernetes.version",
+            f"{k8s.version} is older than {MIN_KUBERNETES}, the oldest supported: every Slurm pod runs munged as a "
+            f"native sidecar (an init container with restartPolicy: Always), which needs SidecarContainers "
+            f"(KEP-753), on by default from {MIN_KUBERNETES}; on older clusters the pods never leave Init. "
+            f"Use {MIN_KUBERNETES} or later",
+        )
+    if decl.cloud in ENDPOINT_CLOUDS and k8s.create and not k8s.authorized_networks:
+        state = "is missing" if k8s.authorized_networks is None else "lists no range"
+        problems.add(
+            "kubernetes.authorizedNetworks",
+            f"{state}: the created cluster's control-plane endpoint is public, so say who may reach it: the "
+            "CIDRs of the machine that runs `pulumi up` and of your office, VPN or CI runners (e.g. "
+            "['203.0.113.0/24']); ['0.0.0.0/0'] opens it to the whole internet on purpose",
+        )
 
 
 def check_operations(decl: ClusterDeclaration, problems: Problems) -> None:

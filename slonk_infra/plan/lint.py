@@ -244,6 +244,45 @@ def directory_warnings(decl: ClusterDeclaration) -> list[Problem]:
     ]
 
 
+def scale_in_warnings(decl: ClusterDeclaration) -> list[Problem]:
+    """GPU/CPU pools on a cloud without the operations controller: lowering ``nodes`` resizes the cloud's
+    pool directly, and GKE's managed instance group or EKS's Auto Scaling group removes machines of its own
+    choosing, busy ones included. With operations enabled the controller removes only machines whose node
+    runs no worker pod and whose Slurm node runs no job (docs/node-lifecycle.md, "Scale down")."""
+    if decl.cloud not in ("gcp", "aws") or decl.operations.owns_pool_sizes or not decl.pools:
+        return []
+    field = "operations.enabled" if not decl.operations.enabled else "operations.cloudActions"
+    return [
+        Problem(
+            field,
+            f"false with GPU/CPU pools on {decl.cloud}: lowering nodes removes arbitrary machines (busy ones "
+            "included); enable operations (with cloudActions) for safe scale-in",
+        )
+    ]
+
+
+# The GKE cluster settings GPUDirect pods need, which the library sets only on a cluster it creates.
+GKE_GPUDIRECT_FABRICS = ("gpudirect-tcpxo", "gpudirect-rdma")
+
+
+def gpudirect_warnings(decl: ClusterDeclaration, groups: Sequence[WorkerGroup]) -> list[Problem]:
+    """GPUDirect pools on a GKE cluster the library did not create: multi-networking, Dataplane V2 and
+    Workload Identity are cluster settings it cannot turn on there, and without multi-networking the
+    pods' GPU NICs never attach (GKE "Set up multi-network support for Pods")."""
+    if decl.cloud != "gcp" or decl.kubernetes.create:
+        return []
+    wired = sorted(g.name for g in groups if g.machine.fabric in GKE_GPUDIRECT_FABRICS)
+    if not wired:
+        return []
+    return [
+        Problem(
+            "kubernetes.create",
+            f"false with GPUDirect pools ({', '.join(wired)}): the existing cluster must already have "
+            "multi-networking, Dataplane V2 and Workload Identity enabled, or the pods' GPU NICs never attach",
+        )
+    ]
+
+
 def declaration_warnings(
     decl: ClusterDeclaration, groups: Sequence[WorkerGroup], partitions: Sequence[Partition], catalog: Catalog
 ) -> tuple[Problem, ...]:
@@ -256,4 +295,6 @@ def declaration_warnings(
         *user_warnings(decl),
         *directory_warnings(decl),
         *aws_warnings(decl),
+        *scale_in_warnings(decl),
+        *gpudirect_warnings(decl, groups),
     )

@@ -158,6 +158,9 @@ class ClusterPlan:
     warnings: tuple[Problem, ...] = ()
     """What deploys but is probably a mistake (a user without a key, a pool in no partition, ...), by field;
     the CLI prints them and ``--strict`` refuses them, ``Cluster`` logs them as Pulumi warnings."""
+    login_service_annotations: Mapping[str, str] = field(default_factory=dict)
+    """Annotations of the login Service from the target: where it is a LoadBalancer admitting only
+    private ranges, the cloud's internal load balancer annotation (GKE, EKS); else none."""
     pulumi_inputs: Mapping[str, Any] = field(default_factory=dict, compare=False)
     """The Pulumi Outputs the declaration was given (the GCP project, the AWS VPC, ...), by the stand-in
     string the validated declaration holds in their place (:mod:`slonk_infra.declaration.inputs`); empty

@@ -9,8 +9,8 @@ every problem with its field path. The targets are passed in (:mod:`slonk_infra.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
@@ -27,6 +27,7 @@ from slonk_infra.declaration.model import (
     TpuSliceSpec,
     parse_declaration,
 )
+from slonk_infra.declaration.networks import all_private
 from slonk_infra.plan import checks, lint, naming
 from slonk_infra.plan.checks import Problems
 from slonk_infra.plan.model import ClusterPlan, Partition, WorkerGroup
@@ -227,6 +228,25 @@ def login_source_ranges(decl: ClusterDeclaration, target: Target) -> tuple[str, 
     return PRIVATE_RANGES if target.restrict_load_balancers else None
 
 
+@runtime_checkable
+class LoginAnnotations(Protocol):
+    """A target that says how its login LoadBalancer is made internal
+    (:meth:`slonk_infra.clouds.target.CloudTarget.login_service_annotations`)."""
+
+    def login_service_annotations(self, internal: bool, /) -> dict[str, str]:
+        """The login Service's annotations; ``internal`` when every admitted range is private."""
+        ...
+
+
+def login_service_annotations(decl: ClusterDeclaration, ranges: Sequence[str] | None, target: Target) -> dict[str, str]:
+    """The login Service's annotations from the target: a LoadBalancer whose admitted ranges are all private
+    is internal (its clients have private addresses, which an internet-facing load balancer never sees);
+    one admitting a public range, or none restricted, gets the target's external form (none on GKE/EKS)."""
+    if decl.login.service_type != "LoadBalancer" or not isinstance(target, LoginAnnotations):
+        return {}
+    return dict(target.login_service_annotations(ranges is not None and all_private(ranges)))
+
+
 def build_plan(
     raw: Mapping[str, Any] | ClusterDeclaration, *, targets: Targets, catalog: Catalog | None = None
 ) -> ClusterPlan:
@@ -257,16 +277,24 @@ def build_plan(
     checks.check_storage(decl, target, problems)
     checks.check_cloud(decl, target, problems)
     checks.check_location(decl, problems)
+    checks.check_kubernetes(decl, problems)
     checks.check_operations(decl, problems)
     checks.check_controller(decl, problems)
     checks.check_fabrics(decl, groups, problems)
-    checks.check_tpu_env(decl, groups, problems)
     version = SlurmVersion.parse(decl.image.slurm_version)
     checks.check_version(decl, version, problems)
     checks.check_partitions(decl, groups, problems)
     problems.raise_if_any()
     parts = partitions(decl, groups)
-    warnings = lint.declaration_warnings(decl, groups, parts, cat)
+    warnings = (*lint.declaration_warnings(decl, groups, parts, cat), *target.declaration_warnings(decl))
+    ranges = login_source_ranges(decl, target)
     return ClusterPlan(
-        decl, tuple(groups), tuple(parts), version, login_source_ranges(decl, target), warnings, pulumi_inputs=held
+        decl,
+        tuple(groups),
+        tuple(parts),
+        version,
+        ranges,
+        warnings,
+        login_service_annotations=login_service_annotations(decl, ranges, target),
+        pulumi_inputs=held,
     )

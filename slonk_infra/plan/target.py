@@ -36,6 +36,10 @@ class Target(Protocol):
         """Checks only this target has (region, zone, cluster creation, placement it cannot honour)."""
         ...
 
+    def declaration_warnings(self, declaration: ClusterDeclaration, /) -> list[Problem]:
+        """What deploys on this target but probably needs a person (plan/lint.py style)."""
+        ...
+
 
 Targets = Mapping[str, Target]
 """The targets a plan may be built for, by the declaration's ``cloud`` value."""

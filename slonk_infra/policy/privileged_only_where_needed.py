@@ -1,7 +1,10 @@
-"""Privileged only where needed: the workers' slurmd (cgroups, devices) and the in-cluster NFS server
-(kernel nfsd); nobody else runs privileged or with SYS_ADMIN."""
+"""Privileged only where needed: the workers' slurmd (cgroups, devices), the in-cluster NFS server
+(kernel nfsd) and the catalog's GPUDirect host installers (kube-system DaemonSets that load kernel
+modules and write host paths, by name and pinned image); nobody else runs privileged or with SYS_ADMIN."""
 
 from __future__ import annotations
+
+from functools import cache
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -13,6 +16,7 @@ from pulumi_policy import (
 )
 
 from slonk_infra import vocab
+from slonk_infra.catalog import load_catalog
 from slonk_infra.policy.common import (
     STRING_LIST,
     setting,
@@ -32,6 +36,27 @@ ALLOWED_PRIVILEGED = [f"{vocab.WORKER_COMPONENT}/slurmd", f"{vocab.NFS_COMPONENT
 
 
 DANGEROUS_CAPABILITIES = {"SYS_ADMIN", "ALL"}
+HOST_INSTALLER_NAMESPACE = "kube-system"
+DAEMONSET = "kubernetes:apps/v1:DaemonSet"
+
+
+@cache
+def host_installer_images() -> dict[str, frozenset[str]]:
+    """DaemonSet name -> the images it may run privileged: the GPUDirect installers the catalog pins."""
+    out: dict[str, frozenset[str]] = {}
+    for fabric in load_catalog().fabrics.values():
+        if fabric.installer is not None:
+            out.update(fabric.installer.privileged_images())
+    return out
+
+
+def _installer_images(args: ResourceValidationArgs) -> frozenset[str]:
+    # Only the catalog's own installers, in kube-system, at the pinned images: a DaemonSet that merely
+    # borrows one of their names, or runs another image, is judged like any other pod.
+    if args.resource_type != DAEMONSET or get(args.props, "metadata", "namespace") != HOST_INSTALLER_NAMESPACE:
+        return frozenset()
+    name = get(args.props, "metadata", "name")
+    return host_installer_images().get(name, frozenset()) if isinstance(name, str) else frozenset()
 
 
 def _validate_privileged(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -42,6 +67,7 @@ def _validate_privileged(args: ResourceValidationArgs, report: ReportViolation) 
     component = labels(args.props).get(COMPONENT_LABEL, "")
     slurm = is_slurm(args.props)
     where = describe(args.resource_type, args.props, args.name)
+    installer_images = _installer_images(args)
     for container in containers(spec):
         context = get(container.spec, "securityContext")
         reasons = []
@@ -51,6 +77,8 @@ def _validate_privileged(args: ResourceValidationArgs, report: ReportViolation) 
         if caps & DANGEROUS_CAPABILITIES:
             reasons.append(f"capabilities.add {sorted(caps & DANGEROUS_CAPABILITIES)}")
         if not reasons or (slurm and f"{component}/{container.name}" in allowed):
+            continue
+        if get(container.spec, "image") in installer_images:
             continue
         report(
             f"{where} {container.role} {container.name}: {' and '.join(reasons)} (component {component or '-'}); "

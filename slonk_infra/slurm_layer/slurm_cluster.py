@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -13,12 +14,43 @@ from slonk_infra import tokens
 from slonk_infra.binding import CloudResult
 from slonk_infra.kube.inputs import ClusterKeys, from_cloud
 from slonk_infra.kube.manifests import ClusterIPOf, build_manifests
+from slonk_infra.kube.worker import SKIP_AWAIT
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
 from slonk_infra.slurm_layer.kube_objects import declare
 
 # Objects whose loss loses data: shared filesystems' volumes and claims, the controller's state claim.
 STATEFUL_KINDS = frozenset({"PersistentVolume", "PersistentVolumeClaim"})
+# Kinds pulumi-kubernetes waits on until they are ready (their pods Ready, a Service's endpoints and load
+# balancer address); a CronJob, a claim or a ConfigMap is done once the API server has it.
+AWAITED_KINDS = frozenset({"StatefulSet", "Deployment", "DaemonSet", "Service"})
+# How long an awaited object of the layer may take to become ready, against the provider's 10 minutes:
+# its pods start only once their system node has pulled the image (the CUDA image is several GB) and the
+# shared filesystem is mounted.
+AWAIT_TIMEOUT = "30m"
+
+
+def awaited(obj: dict[str, Any]) -> bool:
+    """Whether ``pulumi up`` waits for ``obj`` to be ready: an awaited kind without ``pulumi.com/skipAwait``.
+
+    Everything the layer awaits (controller, login, slurmrestd, an NFS server, the operations controller,
+    the Services in front of them) runs on the system nodes; the worker StatefulSets and their Service,
+    whose readiness waits for GPU and TPU capacity, skip the wait (:mod:`slonk_infra.kube.worker`).
+    """
+    annotations = obj["metadata"].get("annotations") or {}
+    return obj["kind"] in AWAITED_KINDS and str(annotations.get(SKIP_AWAIT, "")).lower() != "true"
+
+
+def system_dependencies(cloud: CloudResult) -> list[pulumi.Resource]:
+    """What the awaited objects need before their wait can succeed: the system node pool / node group
+    their pods select, and every shared filesystem they mount (a Filestore takes minutes to create).
+
+    The system nodes come from ``cloud.system_nodes`` (see docs/readiness.md); on local there are none
+    and the wait starts as soon as the namespace exists.
+    """
+    nodes: Sequence[pulumi.Resource] = cloud.system_nodes
+    volumes = [d for v in cloud.volumes.values() for d in v.depends_on]
+    return [*nodes, *volumes]
 
 
 def _resolve(value: Any, services: dict[str, pulumi.CustomResource]) -> Any:
@@ -79,15 +111,23 @@ class SlurmCluster(pulumi.ComponentResource):
         self.objects = {}
         services: dict[str, pulumi.CustomResource] = {}
         namespace: pulumi.CustomResource | None = None
+        after_system = system_dependencies(cloud)
         for obj in manifests:
             kind, meta = obj["kind"], obj["metadata"]
             depends: list[pulumi.Resource] = [namespace] if namespace and "namespace" in meta else []
+            timeouts: pulumi.CustomTimeouts | None = None
             if kind == "PersistentVolume":
                 depends += [d for v in cloud.volumes.values() for d in v.depends_on]
+            elif awaited(obj):
+                # Its wait starts once what its pods need exists, so the wait measures the pods alone.
+                depends += after_system
+                timeouts = pulumi.CustomTimeouts(create=AWAIT_TIMEOUT, update=AWAIT_TIMEOUT)
             stateful = kind in STATEFUL_KINDS
             opts_i = pulumi.ResourceOptions.merge(
                 base,
-                pulumi.ResourceOptions(depends_on=depends, protect=stateful, retain_on_delete=stateful),
+                pulumi.ResourceOptions(
+                    depends_on=depends, protect=stateful, retain_on_delete=stateful, custom_timeouts=timeouts
+                ),
             )
             res = declare(f"{name}-{kind.lower()}-{meta['name']}", _resolve(obj, services), opts_i)
             self.objects[f"{kind}/{meta['name']}"] = res

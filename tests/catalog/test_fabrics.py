@@ -52,7 +52,82 @@ def test_rdma_interfaces_skip_the_host_gvnic() -> None:
     assert rdma.interfaces is not None
     assert rdma.interfaces.pairs(8)[1:] == [(f"eth{i + 2}", f"rdma-{i}") for i in range(8)]
     assert rdma.interfaces.pairs(M["a4x-highgpu-4g"].gpu_nics)[-1] == ("eth5", "rdma-3")
-    assert rdma.dranet is not None and rdma.dranet.device_class == "mrdma.google.com"
+
+
+def test_gpudirect_networks_follow_gkes_guides() -> None:
+    tcpxo, rdma = CATALOG.fabrics["gpudirect-tcpxo"].networks, CATALOG.fabrics["gpudirect-rdma"].networks
+    assert tcpxo is not None and rdma is not None
+    # TCPXO: one VPC per GPU NIC, MTU 8244, NetDevice; RDMA: gvnic-1, then one RoCE VPC, MTU 8896.
+    assert (tcpxo.layout, tcpxo.device_mode, tcpxo.mtu, tcpxo.firewall, tcpxo.host_nic) == (
+        "vpc-per-nic",
+        "NetDevice",
+        8244,
+        True,
+        None,
+    )
+    assert (rdma.layout, rdma.device_mode, rdma.mtu, rdma.network_profile, rdma.firewall) == (
+        "subnet-per-nic",
+        "RDMA",
+        8896,
+        "{zone}-vpc-roce",
+        False,
+    )
+    assert rdma.host_nic is not None and rdma.host_nic.network == "gvnic-1"
+    # The pods skip eth1 exactly when the fabric gives the node a host NIC first.
+    for fabric in (CATALOG.fabrics["gpudirect-tcpxo"], CATALOG.fabrics["gpudirect-rdma"]):
+        assert fabric.networks is not None and fabric.interfaces is not None
+        assert fabric.interfaces.first_interface == 1 + (fabric.networks.host_nic is not None)
+
+
+def test_installers_cover_every_wired_machine_once_with_pinned_images() -> None:
+    for fabric in CATALOG.fabrics.values():
+        if fabric.cloud != "gcp" or not fabric.wired:
+            continue
+        assert fabric.installer is not None
+        wired = {m.name for m in CATALOG.machines.values() if m.fabric == fabric.name}
+        by_role: dict[str, set[str]] = {}
+        for ds in fabric.installer.daemonsets:
+            assert set(ds.machines) <= wired, ds.name
+            assert ":" in ds.image.rsplit("/", 1)[-1] and not ds.image.endswith(":latest"), ds.image
+            assert ds.source and ds.cpu_m > 0
+            assert not by_role.setdefault(ds.role, set()) & set(ds.machines), f"{ds.name} overlaps its role"
+            by_role[ds.role] |= set(ds.machines)
+        assert all(machines == wired for machines in by_role.values()), fabric.name
+        assert "@sha256:" in fabric.installer.pause_image
+    tcpxo = CATALOG.fabrics["gpudirect-tcpxo"].installer
+    assert tcpxo is not None
+    assert {d.name: d.role for d in tcpxo.daemonsets} == {
+        "nccl-tcpxo-installer": "tcpxo-plugin",
+        "nri-device-injector": "nri-device-injector",
+    }
+    # The plugin installer and the sidecar come from the same TCPXO release (v1.0.15 with RxDM v1.0.21).
+    assert tcpxo.daemonsets[0].image.endswith(":v1.0.15")
+    rdma = CATALOG.fabrics["gpudirect-rdma"].installer
+    assert rdma is not None
+    arm = [d for d in rdma.daemonsets if d.arch == "arm64"]
+    assert [d.machines for d in arm] == [("a4x-highgpu-4g",)] and "arm64" in arm[0].image
+
+
+def test_faulty_host_report_is_marked_on_the_families_the_api_accepts() -> None:
+    # "Report faulty host": A4X Max, A4X, A4, A3 Ultra, A3 Mega and A3 High (8 GPUs) only.
+    marked = {m.name for m in CATALOG.machines.values() if m.faulty_host_report}
+    assert marked == {"a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "a4x-highgpu-4g"}
+    assert all(M[n].faulty_host_report_source for n in marked)
+
+
+def test_local_ssd_and_host_maintenance_come_with_sources() -> None:
+    assert {
+        n: M[n].local_ssd_ephemeral for n in ("a3-highgpu-8g", "a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g")
+    } == {
+        "a3-highgpu-8g": 16,
+        "a3-megagpu-8g": 16,
+        "a3-ultragpu-8g": 32,
+        "a4-highgpu-8g": 32,
+    }
+    assert M["a3-megagpu-8g"].host_maintenance_interval == "PERIODIC"
+    for m in CATALOG.machines.values():
+        assert bool(m.local_ssd_ephemeral) == bool(m.local_ssd_source), m.name
+        assert (m.host_maintenance_interval is None) == (m.host_maintenance_source is None), m.name
 
 
 @pytest.mark.parametrize(
@@ -103,3 +178,36 @@ def test_tpu_multihost_env_is_what_jax_reads() -> None:
         8476,
     )
     assert CATALOG.platform.kubernetes.pod_index_label == "apps.kubernetes.io/pod-index"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"faulty_host_report": True}, "faulty_host_report needs faulty_host_report_source"),
+        ({"local_ssd_ephemeral": 16}, "local_ssd_ephemeral needs local_ssd_source"),
+        ({"host_maintenance_interval": "PERIODIC"}, "host_maintenance_interval needs host_maintenance_source"),
+        (
+            {"cloud": "aws", "eni_max_pods": 58, "faulty_host_report": True, "faulty_host_report_source": "x"},
+            "GCP machines only",
+        ),
+    ],
+)
+def test_machine_fields_without_their_source_or_on_the_wrong_cloud_are_refused(
+    extra: dict[str, object], message: str
+) -> None:
+    from pydantic import ValidationError
+
+    from slonk_infra.catalog.machines import MachineType
+
+    body: dict[str, object] = {
+        "name": "m",
+        "cloud": "gcp",
+        "kind": "cpu",
+        "vcpus": 8,
+        "sockets": 1,
+        "threads_per_core": 2,
+        "memory_gib": 32,
+        "source": "test",
+    }
+    with pytest.raises(ValidationError, match=message):
+        MachineType.model_validate(body | extra)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from slonk_infra.clouds.aws import (
 )
 from slonk_infra.clouds.aws.worker_group import launch_template_violations
 from slonk_infra.clouds.common import SYSTEM_POOL
+from slonk_infra.offline import fake_clouds
 from slonk_infra.offline.runner import FAKE_VPC_CIDR, OfflineRun, run_offline
 from slonk_infra.plan import ClusterPlan
 from slonk_infra.vocab import SYSTEM_ROLE, SYSTEM_ROLE_LABEL
@@ -37,6 +39,29 @@ STORAGE_CLASS = "kubernetes:storage.k8s.io/v1:StorageClass"
 # Importing pulumi_aws.ec2 warns about deprecated resources this adapter does not use.
 pytestmark = pytest.mark.filterwarnings("ignore:.*has been deprecated in favor of:DeprecationWarning")
 ADMINS = ["arn:aws:iam::123456789012:role/platform-admins", "arn:aws:iam::123456789012:role/ci-deployer"]
+
+
+GET_SUBNETS = "aws:ec2/getSubnets:getSubnets"
+
+
+def subnets_by_position(args: dict[str, Any]) -> dict[str, Any]:
+    """A fake EC2 that puts the i-th subnet of the ``subnet-id`` filter in zone letter i (``us-east-1a``, ``b``...)
+    and AZ ID ``...-az<i+1>``, and answers the subnets in the asked zone (DescribeSubnets filters)."""
+    filters = {f["name"]: list(f.get("values", [])) for f in args.get("filters", [])}
+    ids = filters.get("subnet-id", [])
+    if "availability-zone-id" in filters:
+        [zone] = filters["availability-zone-id"]
+        return {"id": "subnets", "ids": [s for i, s in enumerate(ids) if zone.endswith(f"-az{i + 1}")]}
+    [zone] = filters.get("availability-zone", [""])
+    return {"id": "subnets", "ids": [s for i, s in enumerate(ids) if zone.endswith(chr(ord("a") + i))]}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fake_subnets() -> Iterator[None]:
+    """EC2's answer to the adapter's subnet lookup (until slonk_infra.offline.fake_clouds answers it itself)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(fake_clouds.FAKE_CALLS, GET_SUBNETS, subnets_by_position)
+        yield
 
 
 def raw_aws() -> dict[str, Any]:
@@ -71,9 +96,13 @@ def test_node_groups_per_worker_group(run: OfflineRun[CloudResult], plan: Cluste
     subnets = plan.declaration.aws.subnet_ids if plan.declaration.aws else []
     for group in plan.groups:
         inputs = node_group(run, group.name)
-        assert inputs["instanceTypes"] == [group.machine.name]
+        block = group.reservation is not None and group.reservation.capacity_block
+        # A Capacity Block's instance type is in its launch template (EKS refuses it in both places), and its
+        # group starts empty: instances cannot launch before the block is active.
+        assert inputs.get("instanceTypes") == (None if block else [group.machine.name])
         assert inputs["labels"] == group.node_labels
-        assert inputs["scalingConfig"] == {"minSize": 0, "desiredSize": group.replicas, "maxSize": group.replicas}
+        desired = 0 if block else group.replicas
+        assert inputs["scalingConfig"] == {"minSize": 0, "desiredSize": desired, "maxSize": group.replicas}
         if group.kind == "gpu":
             assert inputs["amiType"] == "AL2023_x86_64_NVIDIA"
             assert inputs["subnetIds"] == subnets[:1]
@@ -179,6 +208,7 @@ def test_cluster_access_addons_and_plugins(run: OfflineRun[CloudResult]) -> None
             "aws-ebs-csi-driver",
             "aws-efs-csi-driver",
             "aws-fsx-csi-driver",
+            "eks-node-monitoring-agent",
         ]
     )
     releases = {r.inputs["chart"]: r.inputs for r in run.of_type(RELEASE)}
@@ -248,7 +278,9 @@ def test_existing_cluster_gets_node_groups_only() -> None:
     plan = build_plan(raw)
     run = run_offline(lambda: AwsInfrastructure("existing", plan).result)
     assert not run.of_type("aws:eks/cluster:Cluster")
-    assert not run.of_type(ADDON) and not run.of_type(RELEASE) and not run.of_type("aws:iam/role:Role")
+    assert not run.of_type(ADDON) and not run.of_type(RELEASE)
+    # No IAM for the cluster or its add-ons; only the operations controller's own role (operations on).
+    assert [r.name for r in run.of_type("aws:iam/role:Role")] == ["existing-ops-role"]
     inputs = run.named("existing-nodegroup-h100-b").inputs
     assert inputs["clusterName"] == "slonk-aws"
     assert inputs["nodeRoleArn"] == "arn:aws:iam::123456789012:role/eks-nodes"

@@ -39,6 +39,17 @@ def pool(run: OfflineRun[Any], group: str) -> dict[str, Any]:
     return found[0].inputs
 
 
+def nodes_account(run: OfflineRun[Any]) -> Any:
+    """The nodes' IAM service account (the operations controller has its own)."""
+    [account] = [a for a in run.of_type("gcp:serviceaccount/account:Account") if a.name.endswith("-nodes")]
+    return account
+
+
+def node_bindings(run: OfflineRun[Any]) -> list[Any]:
+    """The nodes' project role bindings."""
+    return [m for m in run.of_type(IAM_MEMBER) if "-nodes-" in m.name]
+
+
 @pytest.fixture(scope="module")
 def plan() -> ClusterPlan:
     return build_plan(raw_gcp())
@@ -79,7 +90,12 @@ def test_gpu_pools_carry_machine_accelerators_taints_labels_counts(
         assert inputs["nodeCount"] == group.replicas
         assert inputs["nodeLocations"] == [plan.declaration.zone]
         assert group.machine.gpu_nics > 0
-        assert inputs["networkConfig"] == {"acceleratorNetworkProfile": "auto"}
+        # The GPU NICs attach to the networks the adapter created, named as the pods name them.
+        assert inputs["networkConfig"] == {
+            "additionalNodeNetworkConfigs": [
+                {"network": f"slonk-gcp-vpc{i}", "subnetwork": f"slonk-gcp-vpc{i}"} for i in range(1, 9)
+            ]
+        }
         assert inputs["upgradeSettings"] == {"strategy": "SURGE", "maxSurge": 0, "maxUnavailable": 1}
 
 
@@ -229,20 +245,24 @@ def test_existing_cluster_gets_pools_but_no_cluster() -> None:
 def test_pools_and_storage_do_not_wait_for_each_other(run: OfflineRun[CloudResult]) -> None:
     [cluster] = run.of_type(CLUSTER)
     # Pools wait for the cluster and for their identity's role bindings (a node that boots before
-    # it may write logs or pull images never becomes Ready), and for nothing else.
-    bindings = {r.urn for r in run.of_type(IAM_MEMBER)}
-    [account] = run.of_type("gcp:serviceaccount/account:Account")
+    # it may write logs or pull images never becomes Ready), GPU pools for their GPU NIC networks,
+    # and for nothing else.
+    bindings = {r.urn for r in node_bindings(run)}
+    account = nodes_account(run)
+    gpu_nets = {
+        r.urn for t in ("gcp:compute/network:Network", "gcp:compute/subnetwork:Subnetwork") for r in run.of_type(t)
+    }
     for node_pool in run.of_type(NODE_POOL):
-        assert set(node_pool.dependencies) <= {cluster.urn, account.urn} | bindings, node_pool.name
+        assert set(node_pool.dependencies) <= {cluster.urn, account.urn} | bindings | gpu_nets, node_pool.name
         assert bindings <= set(node_pool.dependencies), node_pool.name
     for instance in run.of_type(FILESTORE):
         assert instance.dependencies == (), instance.name
 
 
 def test_nodes_run_as_a_least_privilege_service_account(run: OfflineRun[CloudResult]) -> None:
-    [account] = run.of_type("gcp:serviceaccount/account:Account")
+    account = nodes_account(run)
     assert account.inputs["accountId"] == "slonk-gcp-nodes"
-    roles = sorted(m.inputs["role"] for m in run.of_type(IAM_MEMBER))
+    roles = sorted(m.inputs["role"] for m in node_bindings(run))
     assert roles == sorted(load_catalog().platform.clouds["gcp"].node_service_account_roles)
     assert "roles/container.defaultNodeServiceAccount" in roles
     assert all(m.inputs["member"].startswith("serviceAccount:") for m in run.of_type(IAM_MEMBER))

@@ -16,6 +16,7 @@ from tests.support import declaration
 
 ACCEPTED = [
     "aws.nodeRoleArn",
+    "aws.publicSubnetIds[*]",
     "aws.subnetIds[*]",
     "aws.vpcId",
     "gcp.network",

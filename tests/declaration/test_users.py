@@ -125,6 +125,8 @@ def test_load_balancer_is_not_open_to_the_world_unless_declared() -> None:
     assert gcp.declaration.login.service_type == "LoadBalancer"
     assert login.service(gcp)["spec"]["loadBalancerSourceRanges"] == list(PRIVATE_RANGES)
     raw = declaration("aws")
+    # A public range on EKS needs public subnets for the internet-facing load balancer.
+    raw["aws"]["publicSubnetIds"] = ["subnet-0ccccccccccccccccc"]
     raw["login"] = {"serviceType": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24"]}
     assert login.service(build_plan(raw))["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
     raw["login"]["loadBalancerSourceRanges"] = ["0.0.0.0/0"]  # open on purpose

@@ -48,20 +48,45 @@ def test_priorities_let_production_preempt_workers_and_never_the_controller() ->
             assert o["spec"]["template"]["spec"]["priorityClassName"] in value
 
 
-def test_disruption_budgets_select_the_controller_and_every_worker() -> None:
+def test_each_worker_group_has_its_own_budget_of_one_pod() -> None:
     plan = plan_for("gcp")
     objs = build_manifests(plan, files_for(plan))
     pods = _pod_labels(objs)
-    ctld, workers = cluster_wide.disruption_budgets(plan)
-    assert ctld["spec"]["minAvailable"] == 1 and workers["spec"]["maxUnavailable"] == 1
-    assert [n for n, lab in pods.items() if matches(ctld["spec"]["selector"]["matchLabels"], lab)] == ["slurmctld"]
-    assert {n for n, lab in pods.items() if matches(workers["spec"]["selector"]["matchLabels"], lab)} == {
-        g.name for g in plan.groups
-    }
+    budgets = [o for o in objs if o["kind"] == "PodDisruptionBudget"]
+    workers = [b for b in budgets if b["metadata"]["labels"][vocab.COMPONENT] == vocab.WORKER_COMPONENT]
+    # One per group (pool or TPU slice), each selecting exactly that group's StatefulSet pods.
+    assert len(workers) == len(plan.groups) > 2
+    assert {b["spec"]["maxUnavailable"] for b in workers} == {1, 16}  # GPU/CPU pools; the v5p 4x4x4 slices
+    for group, budget in zip(plan.groups, workers, strict=True):
+        # A multi-host TPU slice is atomic: its budget admits the whole slice (GKE's slice operations).
+        whole_slice = group.kind == "tpu" and group.replicas > 1
+        assert budget["spec"] == {
+            "maxUnavailable": group.replicas if whole_slice else 1,
+            "selector": {"matchLabels": budget["spec"]["selector"]["matchLabels"]},
+        }
+        chosen = [n for n, lab in pods.items() if matches(budget["spec"]["selector"]["matchLabels"], lab)]
+        assert chosen == [group.name]
+
+
+def test_one_controller_has_no_budget_that_would_block_a_node_drain() -> None:
+    # minAvailable: 1 over one pod forbids every eviction: an EKS node group update fails after 15 minutes.
+    one = [
+        o for o in cluster_wide.disruption_budgets(plan_for("gcp")) if o["metadata"]["name"] == vocab.CONTROLLER_BUDGET
+    ]
+    assert one == []
+
+
+def test_two_controllers_keep_one_available() -> None:
+    plan = plan_for("local", lambda r: r["controller"].update(replicas=2, stateStorage="home"))
+    objs = build_manifests(plan, files_for(plan))
+    [ctld] = [o for o in cluster_wide.disruption_budgets(plan) if o["metadata"]["name"] == vocab.CONTROLLER_BUDGET]
+    assert ctld["spec"]["minAvailable"] == 1
+    selected = [n for n, lab in _pod_labels(objs).items() if matches(ctld["spec"]["selector"]["matchLabels"], lab)]
+    assert selected == ["slurmctld"]
 
 
 def test_internal_policy_admits_only_the_namespaces_pods() -> None:
-    deny, internal, _ = cluster_wide.network_policies(plan_for("local"))
+    deny, internal, _ = cluster_wide.network_policies(plan_for("gcp"))
     assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
     assert internal["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]
     assert internal["spec"]["podSelector"]["matchLabels"] == {vocab.NAME_LABEL: vocab.APP}
@@ -93,3 +118,30 @@ def test_keys_only_in_secrets_and_the_jwt_key_only_with_the_rest_api() -> None:
     assert names_ == [vocab.MUNGE_SECRET, vocab.USERS_SECRET, vocab.LOGIN_HOST_KEYS_SECRET, vocab.JWT_SECRET]
     for cm in cluster_wide.config_maps(rest, files_for(rest), KubeInputs(munge_key_b64="S0VZ")):
         assert "S0VZ" not in str(cm)
+
+
+def test_the_nodes_may_mount_an_in_cluster_nfs_server() -> None:
+    # The kubelet mounts the export from the node's network, which the default deny blocks on an
+    # enforcing CNI: an ingress rule admits every source on the NFS ports, for the NFS pods only.
+    plan = plan_for("local")
+    policies = cluster_wide.network_policies(plan)
+    [nfs] = [p for p in policies if p["metadata"]["name"] == cluster_wide.NFS_POLICY]
+    assert nfs["spec"]["policyTypes"] == ["Ingress"]
+    [rule] = nfs["spec"]["ingress"]
+    assert "from" not in rule  # every source: nodes are no pods
+    assert {(p["protocol"], p["port"]) for p in rule["ports"]} == {
+        (proto, port) for port in (2049, 111, 20048) for proto in ("TCP", "UDP")
+    }
+    objs = build_manifests(plan, files_for(plan))
+    pods = _pod_labels(objs)
+    selected = [n for n, lab in pods.items() if matches(nfs["spec"]["podSelector"]["matchLabels"], lab)]
+    assert selected == [vocab.nfs_server(v.name) for v in plan.declaration.storage if v.kind == "nfs-server"]
+    # The ports are the ones the NFS server listens on.
+    server = find(objs, "StatefulSet", selected[0])
+    listening = {p["containerPort"] for p in server["spec"]["template"]["spec"]["containers"][0]["ports"]}
+    assert listening == {2049, 111, 20048}
+
+
+def test_no_nfs_rule_without_an_in_cluster_nfs_server() -> None:
+    names = [p["metadata"]["name"] for p in cluster_wide.network_policies(plan_for("gcp"))]
+    assert cluster_wide.NFS_POLICY not in names and len(names) == 3

@@ -91,3 +91,24 @@ def test_tpu_worker_env_comes_from_the_pod_index_and_the_slice_hostnames() -> No
     assert hosts[0] == "v5p-1-0.slurm-workers.slurm.svc.cluster.local"
     assert hosts[15].startswith("v5p-1-15.")
     assert tpu_worker_env("v5e-0", 1, "slurm") == []
+
+
+@pytest.mark.parametrize("machine", ["a3-megagpu-8g", "a3-ultragpu-8g", "a4-highgpu-8g", "a4x-highgpu-4g"])
+def test_the_pods_name_exactly_the_gke_networks_the_gcp_adapter_creates(machine: str) -> None:
+    # One source for both sides: the interfaces annotation and the GKE Network objects (and the node
+    # NICs behind them) come from the same catalog entry; a pod naming a Network nobody made never starts.
+    from slonk_infra.clouds.gcp.gpu_networks import fabric_nics, machine_nics
+
+    m = M[machine]
+    fabric = CATALOG.fabric_of(m)
+    assert fabric is not None
+    pod = json.loads(fabric_pod_parts(m).annotations[INTERFACES])
+    nics = machine_nics(m, fabric_nics(fabric, m.gpu_nics, "192.168.0.0/16", "us-central1-a"), CATALOG)
+    gpu_nics = [
+        n.network for n in nics if n.device_mode == ("RDMA" if fabric.name == "gpudirect-rdma" else "NetDevice")
+    ]
+    assert [p["network"] for p in pod[1:]] == gpu_nics
+    # Interface N of the pod is the node's NIC N: eth1 is RDMA's host gVNIC, which the pod does not take.
+    assert [p["interfaceName"] for p in pod[1:]] == [
+        f"eth{len(nics) - len(gpu_nics) + 1 + i}" for i in range(len(gpu_nics))
+    ]

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 from slonk_infra import vocab
 from slonk_infra.kube import restapi
+from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.manifests import build_manifests
-from tests.kube_support import container, files_for, matches, mounts, plan_for, with_rest_api, without_rest_api
+from tests.kube_support import (
+    container,
+    files_for,
+    find,
+    matches,
+    mounts,
+    objects,
+    plan_for,
+    with_rest_api,
+    without_rest_api,
+)
 
 
 def test_nothing_without_the_rest_api() -> None:
@@ -58,3 +69,16 @@ def test_a_slurm_config_change_rolls_slurmrestd_which_reads_slurm_conf_once() ->
         dep = restapi.deployment(plan, changed)
         hashes.append(dep["spec"]["template"]["metadata"]["annotations"][vocab.CONFIG_HASH])
     assert hashes[0] != hashes[1]
+
+
+def test_on_clouds_it_runs_on_the_system_nodes_like_the_controller() -> None:
+    # On a worker node it would eat into the worker's share, and its class could preempt a worker.
+    plan = plan_for("gcp", with_rest_api)
+    objs = objects(plan, KubeInputs(system_selector={vocab.SYSTEM_ROLE_LABEL: vocab.SYSTEM_ROLE}))
+    dep = find(objs, "Deployment", vocab.RESTAPI)
+    ctld = find(objs, "StatefulSet", "slurmctld")
+    assert dep["spec"]["template"]["spec"]["nodeSelector"] == {"slonk.dev/role": "system"}
+    assert dep["spec"]["template"]["spec"]["nodeSelector"] == ctld["spec"]["template"]["spec"]["nodeSelector"]
+    # A local cluster has no system pool: nothing pins it.
+    local = find(objects(plan_for("local", with_rest_api)), "Deployment", vocab.RESTAPI)
+    assert "nodeSelector" not in local["spec"]["template"]["spec"]

@@ -178,7 +178,10 @@ def test_an_output_at_a_field_that_decides_the_plan_is_refused_naming_it(tmp_pat
     result = invoke("render", str(stack), "--program", str(program), "-o", str(tmp_path / "out"))
     assert result.exit_code == 2, result.output
     assert "pools[0].nodes: a Pulumi Output is not accepted here" in result.output
-    assert "fields that accept Outputs: aws.nodeRoleArn, aws.subnetIds[*], aws.vpcId" in result.output
+    assert (
+        "fields that accept Outputs: aws.nodeRoleArn, aws.publicSubnetIds[*], aws.subnetIds[*], aws.vpcId"
+        in result.output
+    )
     assert not (tmp_path / "out").exists()  # refused before anything was written
 
 

@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from slonk_infra.ops.config import OperationsSpec, RemediationSpec, SignalsSpec, SpecError, load_spec
+from slonk_infra.ops.config import (
+    CloudSection,
+    ControllerConfig,
+    OperationsSpec,
+    RemediationSpec,
+    SignalsSpec,
+    SpecError,
+    load_config,
+    load_spec,
+)
 
 
 def test_every_field_of_every_model_is_described() -> None:
@@ -67,3 +76,35 @@ def test_models_are_frozen() -> None:
     assert isinstance(spec, BaseModel)
     with pytest.raises(ValueError):
         spec.interval_seconds = 1  # type: ignore[misc]
+
+
+def test_cloud_settings_default_to_acting_with_care() -> None:
+    spec = OperationsSpec()
+    assert spec.cloud_actions and spec.scale_in_grace_seconds == 600 and spec.max_removals_per_tick == 2
+    assert spec.metrics_namespaces == ["gmp-system", "monitoring"]
+    assert not spec.owns_pool_sizes  # off until enabled
+    assert OperationsSpec(enabled=True).owns_pool_sizes
+    assert not OperationsSpec(enabled=True, cloud_actions=False).owns_pool_sizes
+    for model in (CloudSection, ControllerConfig):
+        assert model.__doc__ and all(f.description for f in model.model_fields.values())
+
+
+def test_the_cloud_section_is_read_beside_the_settings(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "intervalSeconds: 5\ncloud: {kind: aws, cluster: c, location: us-east-1, nodePools: {h100: h100},"
+        " capacityBlocks: {h100: cr-1}}\n"
+    )
+    config = load_config(path)
+    assert config.spec.interval_seconds == 5 and load_spec(path) == OperationsSpec(interval_seconds=5)
+    assert config.cloud == CloudSection(
+        kind="aws", cluster="c", location="us-east-1", node_pools={"h100": "h100"}, capacity_blocks={"h100": "cr-1"}
+    )
+    path.write_text("cloud: {kind: aws, cluster: '', location: x, nodePoolz: {}}\n")
+    with pytest.raises(SpecError) as err:
+        load_config(path)
+    assert "cloud.cluster: String should have at least 1 character" in str(err.value)
+    assert "cloud.nodePoolz: unknown field" in str(err.value)
+    path.write_text("maxRemovalsPerTick: 0\n")
+    with pytest.raises(SpecError, match=r"maxRemovalsPerTick: Input should be greater than or equal to 1 \(got 0\)"):
+        load_config(path)

@@ -325,6 +325,7 @@ def test_jobs_are_recorded_with_their_machines_and_metrics_are_served(env: Env) 
 
 def test_the_client_probes_the_newest_api_and_batches_updates(env: Env) -> None:
     slurm = env.controller.slurm
+    assert isinstance(slurm, SlurmRest)
     api = slurm.api()
     if env.lab.flavor == "host":
         assert api.version == 38 and api.batch_update is None and api.node_update is None

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from slonk_infra.ops import kube_api, slurm_records
-from slonk_infra.ops.model import KubeNode, KubePod, Taint
-from slonk_infra.ops.wire import KUBE_NODES, KUBE_PODS, SLURM_JOBS, SLURM_NODES, decode
+from slonk_infra.ops.model import KubeNode, KubePod, Taint, WorkerSet
+from slonk_infra.ops.wire import KUBE_NODES, KUBE_PODS, KUBE_STATEFULSETS, SLURM_JOBS, SLURM_NODES, decode
 from testing.fakekube import FakeKube
 
 NODE_V38 = {
@@ -117,7 +117,9 @@ def test_kubernetes_lists_decode_to_the_records_of_the_objects() -> None:
         conditions={"Ready": "False", "GpuHealthy": "True"},
         provider_id="gce://proj/zone/gke-h100-0",
         boot_id="boot-7",
+        created=record.created,
     )
+    assert record.created > 0  # creationTimestamp: the scale-in grace period counts from it
     (pod_record,) = [kube_api.pod_from(p) for p in pods]
     assert pod_record == kube_api.pod_from(pod)
     assert isinstance(pod_record, KubePod)
@@ -130,3 +132,41 @@ def test_a_byte_that_is_not_utf8_in_a_reason_does_not_fail_the_list() -> None:
     raw = _as_json({"nodes": [{**NODE_V45, "reason": "cafXX"}]}).replace(b"cafXX", b"caf\xe9")
     (node,) = [slurm_records.node_from(n) for n in decode(SLURM_NODES, raw).nodes or ()]
     assert node.reason == "caf\ufffd" and node.name == "h100-2"
+
+
+def test_worker_statefulsets_decode_to_their_group_and_replicas() -> None:
+    """apps/v1 StatefulSetList as the API sends it; replicas left out means 1 (the API's default)."""
+    answer = {
+        "kind": "StatefulSetList",
+        "items": [
+            {
+                "metadata": {"name": "h100-a", "labels": {"slonk.dev/group": "h100-a"}},
+                "spec": {"replicas": 12, "serviceName": "slurm-workers", "template": {}},
+                "status": {"replicas": 14, "readyReplicas": 11},
+            },
+            {"metadata": {"name": "cpu"}, "spec": {}},
+        ],
+    }
+    items = KUBE_STATEFULSETS.decode(_as_json(answer)).items or []
+    assert [kube_api.worker_set_from(i) for i in items] == [
+        WorkerSet("h100-a", "h100-a", 12),
+        WorkerSet("cpu", "cpu", 1),
+    ]
+
+    class Response:
+        data = _as_json(answer)
+
+    calls: list[tuple[Any, ...]] = []
+
+    def list_namespaced_stateful_set(*args: Any, **kwargs: Any) -> Response:
+        calls.append((args, kwargs))
+        return Response()
+
+    api = kube_api.KubeApi.__new__(kube_api.KubeApi)
+    api.namespace, api.calls = "slurm", __import__("collections").Counter()
+    api.apps = type("Apps", (), {"list_namespaced_stateful_set": staticmethod(list_namespaced_stateful_set)})()
+    sets = api.list_statefulsets("app.kubernetes.io/component=worker")
+    assert [s.replicas for s in sets] == [12, 1] and api.calls == {"list_statefulsets": 1}
+    ((args, kwargs),) = calls
+    assert args == ("slurm",) and kwargs["label_selector"] == "app.kubernetes.io/component=worker"
+    assert kwargs["resource_version"] == "0"

@@ -74,7 +74,12 @@ MISTAKES: list[tuple[str, str, Edit, str, str, tuple[str, ...]]] = [
     (
         "misspelt-region-no-zone",
         "aws",
-        _both(_set("region", "us-easst-1"), lambda raw: raw.pop("zone", None)),
+        # Without the pools: the zone warning of GPU pools without a zone is another mistake's (below).
+        _both(
+            _set("region", "us-easst-1"),
+            lambda raw: raw.pop("zone", None),
+            lambda raw: raw.update(pools=[p for p in raw["pools"] if p["kind"] == "cpu"]),
+        ),
         "warning",
         "region",
         ("not in the catalog", "did you mean 'us-east-1'"),
@@ -178,6 +183,40 @@ MISTAKES: list[tuple[str, str, Edit, str, str, tuple[str, ...]]] = [
         ("no SSSD",),
     ),
     ("aws-no-admins", "aws", _set("aws.adminRoleArns", []), "warning", "aws.adminRoleArns", ("nobody",)),
+    (
+        "no-operations-on-aws",
+        "aws",
+        # Without the Capacity Block, whose own warning (the command to scale it) is tested below.
+        _both(_set("operations.enabled", False), lambda raw: raw["pools"][0].pop("reservation")),
+        "warning",
+        "operations.enabled",
+        ("lowering nodes removes arbitrary machines", "enable operations (with cloudActions) for safe scale-in"),
+    ),
+    (
+        "no-cloud-actions-on-gcp",
+        "gcp",
+        _set("operations.cloudActions", False),
+        "warning",
+        "operations.cloudActions",
+        ("lowering nodes removes arbitrary machines",),
+    ),
+    (
+        "gpudirect-on-an-existing-gke-cluster",
+        "gcp",
+        _both(_set("kubernetes.create", False), _set("kubernetes.authorizedNetworks", None)),
+        "warning",
+        "kubernetes.create",
+        ("GPUDirect pools (h100-a, h100-b)", "multi-networking"),
+    ),
+    (
+        "aws-gpu-pools-without-a-zone",
+        "aws",
+        lambda raw: raw.pop("zone", None),
+        "warning",
+        "zone",
+        ("subnetIds[0]",),
+    ),
+    ("kubernetes-1.28", "gcp", _set("kubernetes.version", "1.28"), "error", "kubernetes.version", ("1.29",)),
 ]
 
 
@@ -298,3 +337,13 @@ def test_az_id_prefixes_follow_the_region_names() -> None:
         "euc1",
         "sae1",
     ]
+
+
+def test_a_capacity_block_without_the_controller_says_how_to_scale_it_up() -> None:
+    raw = declaration("aws")
+    raw["operations"] = {**raw.get("operations", {}), "enabled": False}
+    errors, warnings = _outcome(raw)
+    assert not errors
+    [block] = [w for w in warnings if w.path == "pools[0].reservation"]
+    assert "created with 0 nodes" in block.message
+    assert "aws eks update-nodegroup-config --region us-east-1 --cluster-name slonk-aws" in block.message

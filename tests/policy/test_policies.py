@@ -34,6 +34,7 @@ from slonk_infra.policy import ALL_POLICIES, PolicyConfig, PolicyConfigError, lo
 from slonk_infra.policy import policies as P
 from slonk_infra.policy.config import resolve
 from slonk_infra.policy.images import parse_image
+from slonk_infra.policy.privileged_only_where_needed import host_installer_images
 from slonk_infra.policy.runner import CheckResult, analyzer_props, check_registrations, format_report
 from slonk_infra.policy.slurmconf import gres_conf_counts, node_gres
 
@@ -522,6 +523,30 @@ def test_privileged_allowed_for_worker_slurmd_and_nfs() -> None:
 def test_privileged_elsewhere_is_rejected(obj: dict[str, Any], expected: str) -> None:
     messages = run_resource(P.privileged_only_where_needed, STS, obj)
     assert len(messages) == 1 and messages[0].startswith(expected), messages
+
+
+def _installer(name: str, namespace: str, image: str) -> dict[str, Any]:
+    container = {"name": "installer", "image": image, "securityContext": {"privileged": True}}
+    return {
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"template": {"spec": {"initContainers": [container], "containers": []}}},
+    }
+
+
+def test_the_catalogs_gpudirect_installers_may_run_privileged_and_nothing_that_borrows_their_names() -> None:
+    images = host_installer_images()
+    assert images, "the catalog pins GPUDirect installers"
+    name, allowed = sorted(images.items())[0]
+    image = sorted(allowed)[0]
+    ds = "kubernetes:apps/v1:DaemonSet"
+    assert run_resource(P.privileged_only_where_needed, ds, _installer(name, "kube-system", image)) == []
+    # Another namespace, another image, or a StatefulSet with the same name and image: refused.
+    for obj, kind in [
+        (_installer(name, "slurm", image), ds),
+        (_installer(name, "kube-system", "example.com/evil:1"), ds),
+        (_installer(name, "kube-system", image), STS),
+    ]:
+        assert len(run_resource(P.privileged_only_where_needed, kind, obj)) == 1, (obj, kind)
 
 
 # ------------------------------------------------------------------------------------- tainted pools

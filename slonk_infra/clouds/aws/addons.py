@@ -30,6 +30,19 @@ STORAGE_ADDONS = {"efs": "aws-efs-csi-driver", "fsx-lustre": "aws-fsx-csi-driver
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
 EBS_CSI_CONTROLLER_SA = "ebs-csi-controller-sa"
 EBS_CSI_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+# The EKS node monitoring agent: sets the AcceleratedHardwareReady, KernelReady, NetworkingReady... node
+# conditions that node auto repair acts on (EKS user guide, "Detect node health issues with the EKS node
+# monitoring agent", node-health-nma; "Automatically repair nodes in EKS clusters", node-repair). A DaemonSet:
+# it needs no node group to be created.
+NODE_MONITORING_ADDON = "eks-node-monitoring-agent"
+# Its NVIDIA checks talk to a DCGM host engine, which the add-on runs as a second DaemonSet (dcgm-server)
+# on GPU instance types with no tolerations by default (chart values.yaml `dcgmAgent.tolerations: []`),
+# so it never lands on GPU nodes tainted nvidia.com/gpu; the agent then reports DCGMError, a fatal
+# AcceleratedHardwareReady condition (pkg/reasons/reasons.go), on every GPU node. Tolerate every taint, as
+# the agent itself does (`nodeAgent.tolerations: [{operator: Exists}]`). `dcgmAgent.tolerations` is in the
+# add-on's configuration schema (charts/configuration.schema.json) of every published version
+# (aws/eks-node-monitoring-agent, e939bff 2026-02-19 to 51af549 2026-08-18).
+NODE_MONITORING_CONFIGURATION: dict[str, Any] = {"dcgmAgent": {"tolerations": [{"operator": "Exists"}]}}
 
 NVIDIA_PLUGIN_CHART = ("nvidia-device-plugin", "0.20.0", "https://nvidia.github.io/k8s-device-plugin")
 EFA_PLUGIN_CHART = ("aws-efa-k8s-device-plugin", "v0.5.30", "https://aws.github.io/eks-charts")
@@ -42,15 +55,22 @@ def cluster_addons(
     storage_kinds: set[str],
     system_group: pulumi.Resource,
     ebs_csi_role_arn: pulumi.Input[str],
+    monitor_nodes: bool = False,
 ) -> dict[str, aws.eks.Addon]:
     """EKS add-ons: the node DaemonSets, coredns, the EBS CSI driver and the CSI drivers the declared storage needs.
 
     vpc-cni gets the network policy agent switched on (the NetworkPolicies the Slurm layer renders
     are otherwise ignored); the EBS CSI controller gets its AWS permissions through EKS Pod Identity.
+    With ``monitor_nodes`` (node groups with node auto repair), the node monitoring agent too.
     """
     platform = load_catalog().platform.clouds["aws"]
-    config = {platform.network_policy_addon: json.dumps(platform.network_policy_configuration, sort_keys=True)}
+    config = {
+        platform.network_policy_addon: json.dumps(platform.network_policy_configuration, sort_keys=True),
+        NODE_MONITORING_ADDON: json.dumps(NODE_MONITORING_CONFIGURATION, sort_keys=True),
+    }
     wanted = [(a, False) for a in NODE_ADDONS] + [(a, True) for a in DEPLOYMENT_ADDONS]
+    if monitor_nodes:
+        wanted += [(NODE_MONITORING_ADDON, False)]
     wanted += [(EBS_CSI_ADDON, True)]
     wanted += [(STORAGE_ADDONS[k], True) for k in sorted(storage_kinds)]
     made: dict[str, aws.eks.Addon] = {}

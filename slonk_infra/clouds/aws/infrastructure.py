@@ -7,13 +7,17 @@ Per worker group, one :class:`~slonk_infra.clouds.aws.worker_group.AwsWorkerGrou
   ``aws.ec2.PlacementGroup`` when the group wants compact placement and consumes no reservation.
 
 Everything else is constant for a declaration: IAM roles, the cluster, access entries per admin,
-add-ons (the EBS CSI driver with its Pod Identity role among them), the device-plugin Helm
-releases, the block StorageClass, the system node group, one EFA security group, one storage
-security group, and per storage entry one
+add-ons (the EBS CSI driver with its Pod Identity role among them, the node monitoring agent with GPU
+groups), the device-plugin Helm releases, the block StorageClass, the system node group, one EFA security
+group, one storage security group, per storage entry one
 :class:`~slonk_infra.clouds.aws.storage.AwsSharedStorage` (a filesystem, plus one EFS mount target
-per subnet).
+per subnet), the operations controller's role, policy and Pod Identity association when operations are
+enabled, and one load-balancer role tag per declared subnet when the login Service is a LoadBalancer.
 Node groups, filesystems and add-ons depend only on the cluster and IAM, so they are created in
 parallel.
+
+GPU groups and FSx go to the declared subnet in ``zone`` (:mod:`slonk_infra.clouds.aws.subnets`, a
+deploy-time lookup), or the first subnet when no zone is declared.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import pulumi_kubernetes as k8s
 
 from slonk_infra import tokens
 from slonk_infra.binding import CloudResult
-from slonk_infra.clouds.aws import addons
+from slonk_infra.clouds.aws import addons, operations, subnets
 from slonk_infra.clouds.aws.storage import AwsSharedStorage, AwsSharedStorageArgs
 from slonk_infra.clouds.aws.target import provider_region_problems
 from slonk_infra.clouds.aws.worker_group import (
@@ -49,7 +53,7 @@ from slonk_infra.clouds.common import (
     existing_cluster_provider,
 )
 from slonk_infra.declaration.errors import DeclarationError
-from slonk_infra.declaration.model import AwsClusterDeclaration, AwsSpec
+from slonk_infra.declaration.model import AwsClusterDeclaration, AwsSpec, StorageSpec
 from slonk_infra.plan import ClusterPlan
 
 TOKEN = tokens.AWS_INFRASTRUCTURE
@@ -118,6 +122,11 @@ class AwsInfrastructure(CloudComponent):
         self.gpu_groups = [g for g in plan.groups if g.kind == "gpu"]
         self.efa_groups = [g for g in self.gpu_groups if efa_interfaces(g) > 0]
         storage = cloud_storage(plan)
+        self.operations = decl.operations.owns_pool_sizes
+        # The subnet of GPU groups and FSx: the declared zone's, asked of EC2 (None: the first subnet).
+        self.zone_subnet: pulumi.Output[str] | None = None
+        if decl.zone and (self.gpu_groups or any(v.kind == "fsx-lustre" for v in storage)):
+            self.zone_subnet = subnets.zone_subnet(decl.zone, self.subnets, pulumi.InvokeOutputOptions(parent=self))
 
         node_role_arn, node_role_deps = self._node_role()
         self.cluster: aws.eks.Cluster | None = None
@@ -155,6 +164,8 @@ class AwsInfrastructure(CloudComponent):
                     cluster_name=cluster_name,
                     node_role_arn=node_role_arn,
                     subnet_ids=self.subnets,
+                    zone_subnet_id=self.zone_subnet,
+                    operations=self.operations,
                     cluster_security_group=cluster_sg,
                     efa_security_group=efa_sg.id if efa_sg is not None else None,
                     tag_prefix=self.plan.name,
@@ -173,34 +184,16 @@ class AwsInfrastructure(CloudComponent):
         self.placement_groups: dict[str, aws.ec2.PlacementGroup] = {
             n: w.placement_group for n, w in self.worker_groups.items() if w.placement_group is not None
         }
-        installed: list[pulumi.Resource] = []
-        if self.cluster is not None:
-            ebs_role, ebs_attachments = self._role("ebs-csi-role", "pods.eks.amazonaws.com", (addons.EBS_CSI_POLICY,))
-            made = addons.cluster_addons(
-                self, self.cluster, {vol.kind for vol in storage}, self.system_group, ebs_role.arn
-            )
-            installed = [made[addons.EBS_CSI_ADDON], *ebs_attachments]
-            addons.device_plugins(self, provider, self.gpu_groups, self.efa_groups)
+        installed = self._addons(self.cluster, storage, provider) if self.cluster is not None else []
         # On an existing cluster the class still needs the EBS CSI driver, which that cluster owns.
         self.storage_class = addons.block_storage_class(self, provider, installed)
 
-        self.storage: dict[str, AwsSharedStorage] = {}
-        if storage:
-            storage_sg = self._storage_security_group({vol.kind for vol in storage})
-            for vol in storage:
-                self.storage[vol.name] = AwsSharedStorage(
-                    self.child_name("storage", vol.name),
-                    AwsSharedStorageArgs(
-                        volume=vol,
-                        subnet_ids=self.subnets,
-                        security_group=storage_sg.id,
-                        tag_prefix=self.plan.name,
-                        child_prefix=self._name,
-                    ),
-                    self.child_opts(),
-                )
+        self.storage = self._shared_storage(storage)
         self.filesystems: dict[str, pulumi.CustomResource] = {n: c.filesystem for n, c in self.storage.items()}
         volumes = {n: c.source for n, c in self.storage.items()}
+
+        self.operations_role = self._operations_identity(cluster_name) if self.operations else None
+        self.subnet_tags = self._subnet_tags() if decl.login.service_type == "LoadBalancer" else []
 
         self.result = CloudResult(
             provider=provider,
@@ -210,6 +203,7 @@ class AwsInfrastructure(CloudComponent):
             node_pools=dict(self.node_groups),
             node_pool_names={g: ng.node_group_name for g, ng in self.node_groups.items()},
             kubeconfig=kubeconfig,
+            system_nodes=(self.system_group,),
         )
         self.register_outputs(
             {
@@ -255,8 +249,18 @@ class AwsInfrastructure(CloudComponent):
                 name=decl.name,
                 role_arn=role.arn,
                 version=decl.kubernetes.version,
+                # Nodes and pods reach the API server inside the VPC; the public endpoint admits only the
+                # declared networks (None: EKS's default, the whole internet; the plan requires the field
+                # when the cluster is created).
                 vpc_config=aws.eks.ClusterVpcConfigArgs(
-                    subnet_ids=self.subnets, endpoint_private_access=True, endpoint_public_access=True
+                    subnet_ids=self.subnets,
+                    endpoint_private_access=True,
+                    endpoint_public_access=True,
+                    public_access_cidrs=(
+                        list(decl.kubernetes.authorized_networks)
+                        if decl.kubernetes.authorized_networks is not None
+                        else None
+                    ),
                 ),
                 access_config=aws.eks.ClusterAccessConfigArgs(
                     authentication_mode="API", bootstrap_cluster_creator_admin_permissions=False
@@ -304,6 +308,43 @@ class AwsInfrastructure(CloudComponent):
 
         return pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority).apply(render)
 
+    def _subnet_tags(self) -> list[aws.ec2.Tag]:
+        """Load-balancer role tags for the login Service: internal-elb on the private subnets, elb on the public."""
+        public = [self.plan.pulumi_input(s) for s in self.aws.public_subnet_ids]
+        return subnets.role_tags(self._name, self.subnets, public, self.child_opts())
+
+    def _operations_identity(self, cluster_name: pulumi.Input[str]) -> aws.iam.Role:
+        """The operations controller's role, its inline policy and its Pod Identity association
+        (:mod:`slonk_infra.clouds.aws.operations`)."""
+        role = aws.iam.Role(
+            self.child_name("ops-role"),
+            aws.iam.RoleArgs(
+                assume_role_policy=_assume_role(operations.POD_IDENTITY_PRINCIPAL),
+                description=f"slonk-infra {self.plan.name}: operations controller (slonk-ops)",
+            ),
+            opts=self.child_opts(),
+        )
+        blocks = any(g.reservation is not None and g.reservation.capacity_block for g in self.plan.groups)
+        policy = aws.iam.RolePolicy(
+            self.child_name("ops-policy"),
+            aws.iam.RolePolicyArgs(
+                role=role.id, policy=operations.policy_output(cluster_name, self.region, capacity_blocks=blocks)
+            ),
+            opts=self.child_opts(),
+        )
+        aws.eks.PodIdentityAssociation(
+            self.child_name("ops-identity"),
+            aws.eks.PodIdentityAssociationArgs(
+                cluster_name=cluster_name,
+                namespace=self.plan.namespace,
+                service_account=operations.SERVICE_ACCOUNT,
+                role_arn=role.arn,
+            ),
+            # A pod that starts before its role may act gets AccessDenied on its first calls.
+            opts=self.child_opts(depends_on=[policy]),
+        )
+        return role
+
     # -- compute ---------------------------------------------------------------------------------
     def _efa_security_group(self) -> aws.ec2.SecurityGroup:
         everything: dict[str, Any] = {"from_port": 0, "to_port": 0, "protocol": "-1"}
@@ -346,7 +387,44 @@ class AwsInfrastructure(CloudComponent):
             opts=opts,
         )
 
+    def _addons(
+        self, cluster: aws.eks.Cluster, storage: Sequence[StorageSpec], provider: k8s.Provider
+    ) -> list[pulumi.Resource]:
+        """The created cluster's add-ons and device plugins; returns what the block StorageClass waits for."""
+        ebs_role, ebs_attachments = self._role("ebs-csi-role", "pods.eks.amazonaws.com", (addons.EBS_CSI_POLICY,))
+        made = addons.cluster_addons(
+            self,
+            cluster,
+            {vol.kind for vol in storage},
+            self.system_group,
+            ebs_role.arn,
+            # Node auto repair (GPU groups) acts on the conditions the monitoring agent sets.
+            monitor_nodes=bool(self.gpu_groups),
+        )
+        addons.device_plugins(self, provider, self.gpu_groups, self.efa_groups)
+        return [made[addons.EBS_CSI_ADDON], *ebs_attachments]
+
     # -- storage ---------------------------------------------------------------------------------
+    def _shared_storage(self, storage: Sequence[StorageSpec]) -> dict[str, AwsSharedStorage]:
+        if not storage:
+            return {}
+        storage_sg = self._storage_security_group({vol.kind for vol in storage})
+        return {
+            vol.name: AwsSharedStorage(
+                self.child_name("storage", vol.name),
+                AwsSharedStorageArgs(
+                    volume=vol,
+                    subnet_ids=self.subnets,
+                    zone_subnet_id=self.zone_subnet,
+                    security_group=storage_sg.id,
+                    tag_prefix=self.plan.name,
+                    child_prefix=self._name,
+                ),
+                self.child_opts(),
+            )
+            for vol in storage
+        }
+
     def _storage_security_group(self, kinds: set[str]) -> aws.ec2.SecurityGroup:
         vpc = aws.ec2.get_vpc_output(id=self.vpc_id, opts=pulumi.InvokeOutputOptions(parent=self))
         cidrs = vpc.cidr_block_associations.apply(lambda assocs: sorted({str(a.cidr_block) for a in assocs}))

@@ -49,13 +49,15 @@ class AwsSharedStorageArgs:
     volume: StorageSpec
     """The declared volume (kind ``efs`` or ``fsx-lustre``, capacity, tier = FSx deployment type)."""
     subnet_ids: Sequence[pulumi.Input[str]]
-    """EFS: one mount target per subnet (one subnet per AZ). FSx: the first subnet (the GPU groups' AZ)."""
+    """EFS: one mount target per subnet (one subnet per AZ)."""
     security_group: pulumi.Input[str]
     """Security group admitting NFS / Lustre from the VPC."""
     tag_prefix: str = ""
     """Prefix of the ``Name`` tag (the cluster name)."""
     child_prefix: str = ""
     """Prefix of the children's logical names (default: the component's name)."""
+    zone_subnet_id: pulumi.Input[str] | None = None
+    """FSx: the subnet in the declared zone, the GPU groups' (None: the first of ``subnet_ids``)."""
 
 
 class AwsSharedStorage(pulumi.ComponentResource):
@@ -119,7 +121,9 @@ class AwsSharedStorage(pulumi.ComponentResource):
             f"{self._prefix}-fsx-{vol.name}",
             aws.fsx.LustreFileSystemArgs(
                 # One subnet (a string in this SDK): the GPU groups' subnet, so I/O stays in one AZ.
-                subnet_ids=self._args.subnet_ids[0],
+                subnet_ids=(
+                    self._args.zone_subnet_id if self._args.zone_subnet_id is not None else self._args.subnet_ids[0]
+                ),
                 security_group_ids=[self._args.security_group],
                 deployment_type=deployment,
                 storage_capacity=fsx_storage_capacity(deployment, vol.capacity_gib),

@@ -5,8 +5,11 @@ generation that needs a workload policy (tpu7x) adds one ``gcp.compute.ResourceP
 is constant: the cluster and its Kubernetes provider (or only the provider for an existing
 cluster), the nodes' own IAM service account with its least-privilege role bindings (catalog
 ``platform.yaml``; never the project's broad Compute Engine default account), the system node
-pool, and one Filestore instance per ``filestore`` storage entry. Node pools depend only on the
-cluster and the role bindings, and Filestore on nothing here, so Pulumi creates them in parallel.
+pool, and one Filestore instance per ``filestore`` storage entry. Per GPU fabric in the plan
+(GPUDirect-TCPXO, -RDMA) come its NIC networks and their GKE objects (:mod:`.gpu_networks`) and its
+host installer DaemonSets (:mod:`.gpu_installers`); with ``operations.enabled``, the controller's
+Google identity (:mod:`.operations`). Node pools depend only on the cluster, the role bindings and
+their NIC networks, and Filestore on nothing here, so Pulumi creates them in parallel.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from slonk_infra.clouds.common import (
     exec_kubeconfig,
     existing_cluster_provider,
 )
+from slonk_infra.clouds.gcp.gpu_installers import create_installers
+from slonk_infra.clouds.gcp.gpu_networks import GpuNetworks, NodeNetwork, cluster_nics, machine_nics
+from slonk_infra.clouds.gcp.operations import OperationsIdentity, operations_identity
 from slonk_infra.clouds.gcp.storage import GcpSharedStorage, GcpSharedStorageArgs, field_of
 from slonk_infra.clouds.gcp.worker_group import CLOUD_PLATFORM_SCOPE, GcpWorkerGroup, GcpWorkerGroupArgs
 from slonk_infra.declaration.model import GcpClusterDeclaration, GcpSpec
@@ -43,6 +49,15 @@ TOPOLOGY_LABELS = (
     "cloud.google.com/gce-topology-subblock",
     "cloud.google.com/gce-topology-host",
 )
+# The recurring maintenance window's first day (a Saturday); GKE repeats it by the RRULE, so only the
+# time of day and the length matter. A fixed date keeps the rendered input stable between deploys.
+MAINTENANCE_ANCHOR = "2026-01-03"
+# The upgrade hold: GKE maintenance exclusion scope and end (until the minor's end of support), as Cluster
+# Toolkit's A4/A4X GKE blueprints set it (examples/gke-a4/gke-a4.yaml, maintenance_exclusions).
+HOLD_NAME = "slonk-hold-node-upgrades"
+HOLD_SCOPE = "NO_MINOR_OR_NODE_UPGRADES"
+HOLD_END = "UNTIL_END_OF_SUPPORT"
+HOLD_SINCE = "2026-01-01T00:00:00Z"
 GKE_AUTH_EXEC = {
     "apiVersion": "client.authentication.k8s.io/v1beta1",
     "command": "gke-gcloud-auth-plugin",
@@ -101,6 +116,12 @@ class GcpInfrastructure(CloudComponent):
         self.node_account, self.node_roles = self._node_identity()
         self.system_pool = self._system_pool(cluster_ref)
         zone = self._pool_zone()[0]
+        # GPU NIC networks (GPUDirect-TCPXO/RDMA): the VPCs and subnets now, their GKE objects below.
+        nics = cluster_nics(plan, self.catalog, self.gcp.gpu_network_range, zone)
+        self.gpu_networks = GpuNetworks(
+            self._name, decl.name, nics, self.project, self.region, self.gcp.gpu_network_range, self.child_opts()
+        )
+        operations = decl.operations.owns_pool_sizes
         self.worker_groups: dict[str, GcpWorkerGroup] = {
             g.name: GcpWorkerGroup(
                 self.child_name("group", g.name),
@@ -115,6 +136,9 @@ class GcpInfrastructure(CloudComponent):
                     service_account=self.node_account.email,
                     depends_on=self.node_roles,
                     reservation_name=plan.pulumi_input(g.reservation.name) if g.reservation else None,
+                    additional_networks=self._node_networks(g),
+                    operations_owns_size=operations,
+                    host_maintenance=self.gcp.periodic_host_maintenance,
                 ),
                 self.child_opts(),
             )
@@ -140,6 +164,22 @@ class GcpInfrastructure(CloudComponent):
         self.filestores: dict[str, gcp.filestore.Instance] = {n: c.instance for n, c in self.storage.items()}
         volumes = {n: c.source for n, c in self.storage.items()}
 
+        # The host side of GPUDirect, through the cluster's own Kubernetes provider.
+        self.gpu_network_objects = self.gpu_networks.kubernetes_objects(provider, self)
+        self.installers = create_installers(self._name, plan, self.catalog, provider, self)
+        self.operations: OperationsIdentity | None = None
+        if operations:
+            # The workload identity pool (<project>.svc.id.goog) exists only once a cluster with Workload
+            # Identity does: on a new project a binding made alongside the cluster is refused ("Identity
+            # Pool does not exist"), so the identity waits for the cluster this program creates.
+            self.operations = operations_identity(
+                self._name,
+                decl.name,
+                self.project,
+                decl.kubernetes.namespace,
+                self.child_opts(depends_on=[self.cluster] if self.cluster else []),
+            )
+
         self.result = CloudResult(
             provider=provider,
             volumes=volumes,
@@ -148,6 +188,8 @@ class GcpInfrastructure(CloudComponent):
             node_pools=dict(self.node_pools),
             node_pool_names={g: p.name for g, p in self.node_pools.items()},
             kubeconfig=kubeconfig,
+            operations_account_annotations=self.operations.annotations if self.operations else {},
+            system_nodes=(self.system_pool,),
         )
         self.register_outputs(
             {
@@ -186,6 +228,8 @@ class GcpInfrastructure(CloudComponent):
                 enable_multi_networking=True if gpu_nics else None,
                 networking_mode="VPC_NATIVE",
                 ip_allocation_policy=gcp.container.ClusterIpAllocationPolicyArgs(),
+                master_authorized_networks_config=self._authorized_networks(),
+                maintenance_policy=self._maintenance_policy(),
                 addons_config=gcp.container.ClusterAddonsConfigArgs(
                     gcp_filestore_csi_driver_config=gcp.container.ClusterAddonsConfigGcpFilestoreCsiDriverConfigArgs(
                         enabled=True
@@ -196,6 +240,52 @@ class GcpInfrastructure(CloudComponent):
                 ),
             ),
             opts=self.child_opts(),
+        )
+
+    def _authorized_networks(self) -> gcp.container.ClusterMasterAuthorizedNetworksConfigArgs | None:
+        """Who may reach the control plane's public endpoint: ``kubernetes.authorizedNetworks`` (None: anyone)."""
+        cidrs = self.plan.declaration.kubernetes.authorized_networks
+        if cidrs is None:
+            return None
+        return gcp.container.ClusterMasterAuthorizedNetworksConfigArgs(
+            cidr_blocks=[
+                gcp.container.ClusterMasterAuthorizedNetworksConfigCidrBlockArgs(
+                    cidr_block=cidr, display_name=f"kubernetes.authorizedNetworks[{i}]"
+                )
+                for i, cidr in enumerate(cidrs)
+            ]
+        )
+
+    def _maintenance_policy(self) -> gcp.container.ClusterMaintenancePolicyArgs:
+        """The weekly window ``gcp.maintenance`` names and, by default, a hold on minor and node upgrades.
+
+        Node pools on a release channel cannot turn auto-upgrade off, so the hold is a maintenance
+        exclusion: no node (GPU, TPU or system) is upgraded under a running job, while the control plane
+        still takes patch upgrades inside the window.
+        """
+        m = self.gcp.maintenance
+        hour, minute = (int(x) for x in m.window_start.split(":"))
+        start = f"{MAINTENANCE_ANCHOR}T{m.window_start}:00Z"
+        end_minutes = hour * 60 + minute + m.window_hours * 60
+        day = 3 + end_minutes // (24 * 60)  # the anchor is the 3rd; a window may end the next day
+        end = f"{MAINTENANCE_ANCHOR[:-2]}{day:02d}T{end_minutes % 1440 // 60:02d}:{end_minutes % 60:02d}:00Z"
+        days = ",".join(dict.fromkeys(m.days))
+        exclusions = None
+        if m.hold_node_upgrades:
+            exclusions = [
+                gcp.container.ClusterMaintenancePolicyMaintenanceExclusionArgs(
+                    exclusion_name=HOLD_NAME,
+                    start_time=HOLD_SINCE,
+                    exclusion_options=gcp.container.ClusterMaintenancePolicyMaintenanceExclusionExclusionOptionsArgs(
+                        scope=HOLD_SCOPE, end_time_behavior=HOLD_END
+                    ),
+                )
+            ]
+        return gcp.container.ClusterMaintenancePolicyArgs(
+            recurring_window=gcp.container.ClusterMaintenancePolicyRecurringWindowArgs(
+                start_time=start, end_time=end, recurrence=f"FREQ=WEEKLY;BYDAY={days}"
+            ),
+            maintenance_exclusions=exclusions,
         )
 
     def _kubeconfig(self, cluster: gcp.container.Cluster) -> pulumi.Output[str]:
@@ -232,6 +322,12 @@ class GcpInfrastructure(CloudComponent):
     # -- node pools ------------------------------------------------------------------------------
     def _pool_zone(self) -> list[str]:
         return [self.zone]
+
+    def _node_networks(self, group: WorkerGroup) -> list[NodeNetwork]:
+        """The networks of the group's NICs beyond the primary (GPUDirect machines), in attachment order."""
+        fabric = self.catalog.fabric_of(group.machine) if group.kind == "gpu" else None
+        nics = self.gpu_networks.nics.get(fabric.name, []) if fabric is not None else []
+        return [self.gpu_networks.nodes[n.network] for n in machine_nics(group.machine, nics, self.catalog)]
 
     def _needs_workload_policy(self, group: WorkerGroup) -> bool:
         gen = self.catalog.tpus.get(group.tpu_generation or "")

@@ -11,6 +11,7 @@ import pulumi_gcp as gcp
 
 from slonk_infra import tokens
 from slonk_infra.clouds.common import cloud_effect
+from slonk_infra.clouds.gcp.gpu_networks import NodeNetwork
 from slonk_infra.plan import WorkerGroup, naming
 
 # Boot disk of a machine the catalog marks hyperdisk_only: pd-balanced cannot attach to it (catalog
@@ -19,6 +20,8 @@ from slonk_infra.plan import WorkerGroup, naming
 HYPERDISK_BOOT_DISK = "hyperdisk-balanced"
 GPU_LABEL_KEY = "cloud.google.com/gke-accelerator"
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+# The pool's size, which the operations controller owns after creation (docs/clouds.md, "Pool size").
+NODE_COUNT = "nodeCount"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
@@ -47,6 +50,13 @@ class GcpWorkerGroupArgs:
     reservation_name: pulumi.Input[str] | None = None
     """The reservation to consume when the program gave its name as a Pulumi Output (None: the planned
     group's ``reservation.name``)."""
+    additional_networks: Sequence[NodeNetwork] = ()
+    """The VPC and subnet of each NIC beyond the primary, in attachment order (GPUDirect machines)."""
+    host_maintenance: bool = True
+    """Apply the catalog's host maintenance interval for the machine (``gcp.periodicHostMaintenance``)."""
+    operations_owns_size: bool = False
+    """The operations controller sizes the pool after creation: Pulumi sets ``node_count`` once and then
+    ignores it (GPU and CPU pools; a TPU slice keeps its fixed size)."""
 
 
 class GcpWorkerGroup(pulumi.ComponentResource):
@@ -67,9 +77,18 @@ class GcpWorkerGroup(pulumi.ComponentResource):
         group, args = self._args.group, self._args
         placement = self._tpu_placement(group) if group.kind == "tpu" else self._vm_placement(group)
         network = None
-        if group.kind == "gpu" and group.machine.gpu_nics > 0:
-            # GKE creates and attaches the GPU NIC networks itself for the machine's profile.
-            network = gcp.container.NodePoolNetworkConfigArgs(accelerator_network_profile="auto")
+        if args.additional_networks:
+            # The GPU NICs (and RDMA's host gVNIC), attached to the networks the cluster created for the
+            # fabric, in the order the pods' interfaces annotation counts them (eth1, eth2, ...).
+            network = gcp.container.NodePoolNetworkConfigArgs(
+                additional_node_network_configs=[
+                    gcp.container.NodePoolNetworkConfigAdditionalNodeNetworkConfigArgs(
+                        network=n.network, subnetwork=n.subnetwork
+                    )
+                    for n in args.additional_networks
+                ]
+            )
+        ignore = [NODE_COUNT] if args.operations_owns_size and group.kind != "tpu" else None
         return gcp.container.NodePool(
             f"{self._prefix}-pool-{group.name}",
             gcp.container.NodePoolArgs(
@@ -94,7 +113,9 @@ class GcpWorkerGroup(pulumi.ComponentResource):
             ),
             # The pool keeps the group's name, so a replacement must remove the old pool first; for
             # reserved capacity that is also the only order that fits.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=list(args.depends_on)),
+            opts=pulumi.ResourceOptions(
+                parent=self, delete_before_replace=True, depends_on=list(args.depends_on), ignore_changes=ignore
+            ),
         )
 
     def _node_config(self, group: WorkerGroup) -> gcp.container.NodePoolNodeConfigArgs:
@@ -136,6 +157,22 @@ class GcpWorkerGroup(pulumi.ComponentResource):
             spot=group.spot,
             reservation_affinity=reservation,
             disk_type=HYPERDISK_BOOT_DISK if machine.hyperdisk_only else None,
+            # Images, container layers, /tmp and emptyDirs on the machine's Local SSDs instead of the boot
+            # disk, where a CUDA image and a job's scratch fill it and DiskPressure evicts the worker.
+            ephemeral_storage_local_ssd_config=(
+                gcp.container.NodePoolNodeConfigEphemeralStorageLocalSsdConfigArgs(
+                    local_ssd_count=machine.local_ssd_ephemeral
+                )
+                if machine.local_ssd_ephemeral
+                else None
+            ),
+            host_maintenance_policy=(
+                gcp.container.NodePoolNodeConfigHostMaintenancePolicyArgs(
+                    maintenance_interval=machine.host_maintenance_interval
+                )
+                if machine.host_maintenance_interval and self._args.host_maintenance
+                else None
+            ),
             workload_metadata_config=gcp.container.NodePoolNodeConfigWorkloadMetadataConfigArgs(mode="GKE_METADATA"),
             service_account=self._args.service_account,
             oauth_scopes=[CLOUD_PLATFORM_SCOPE],
