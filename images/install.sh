@@ -104,7 +104,7 @@ if [ -f "$SLONK_SRC/pyproject.toml" ]; then
     pins="$(python3 - "$SLONK_SRC/pyproject.toml" <<'EOF'
 import re, sys, tomllib
 pod_side = {"pydantic", "pyyaml", "click", "python-hostlist", "nvidia-ml-py", "prometheus-client", "kubernetes", "pyjwt", "msgspec",
-            "google-cloud-compute", "google-cloud-container", "boto3", "botocore"}
+            "google-auth", "boto3", "botocore"}
 # The operations controller's cloud clients are the "ops" extra (the deployment CLI does not need them).
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
 deps = project["dependencies"] + project["optional-dependencies"]["ops"]

@@ -49,7 +49,7 @@ StartResponse = Callable[[str, list[tuple[str, str]]], Any]
 def connect_cloud(section: CloudSection | None, spec: OperationsSpec) -> CloudMachines | None:
     """The cloud client of the config's cloud section (None: local, or ``cloudActions: false``).
 
-    The clients live in :mod:`slonk_infra.ops.cloud` (``connect``, google-cloud-compute or boto3,
+    The clients live in :mod:`slonk_infra.ops.cloud` (``connect``, google-auth over the REST APIs or boto3,
     imported only here so a local controller needs neither); credentials come from the pod's identity
     (GKE Workload Identity, EKS Pod Identity).
     """

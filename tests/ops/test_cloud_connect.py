@@ -18,8 +18,8 @@ def test_connect_refuses_a_cloud_without_cloud_calls() -> None:
 
 
 def test_connect_names_the_missing_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(cloud._SDKS, "gcp", ("slonk_no_such_sdk.compute", "google-cloud-compute"))
-    with pytest.raises(ModuleNotFoundError, match=r"needs google-cloud-compute \(pip install 'slonk-infra\[ops\]'\)"):
+    monkeypatch.setitem(cloud._SDKS, "gcp", ("slonk_no_such_sdk.auth", "google-auth"))
+    with pytest.raises(ModuleNotFoundError, match=r"needs google-auth \(pip install 'slonk-infra\[ops\]'\)"):
         connect(CloudPools(cloud="gcp", cluster="c", location="us-central1"))
 
 
@@ -30,7 +30,7 @@ def test_the_cloud_modules_import_no_sdk_until_a_call() -> None:
         "from slonk_infra.ops.cloud import CloudPools, connect\n"
         "connect(CloudPools(cloud='gcp', cluster='c', location='us-central1'))\n"
         "connect(CloudPools(cloud='aws', cluster='c', location='us-east-1'))\n"
-        "heavy = [m for m in ('google.cloud.compute_v1', 'google.cloud.container_v1', 'boto3', 'botocore') if m in sys.modules]\n"
+        "heavy = [m for m in ('google.auth.transport.requests', 'boto3', 'botocore') if m in sys.modules]\n"
         "print(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

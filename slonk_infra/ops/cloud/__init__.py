@@ -6,9 +6,9 @@ to address a machine is read from its Kubernetes Node (``spec.providerID``: ``gc
 on GKE, ``aws:///AZ/i-...`` on EKS); a pool is addressed by the names in the controller's config
 (:class:`CloudPools`), which the library renders from the plan.
 
-Implementations: :mod:`.gcp` (google-cloud-compute and google-cloud-container, REST transport) and
-:mod:`.aws` (boto3); :func:`connect` picks one and checks that its SDK is installed; the SDK itself is
-imported on the first cloud call (google-cloud-compute alone takes seconds to import), so a controller on
+Implementations: :mod:`.gcp` (the Compute Engine and GKE REST APIs through google-auth's authorized
+session) and :mod:`.aws` (boto3); :func:`connect` picks one and checks that its library is installed; it
+is imported on the first cloud call, so a controller on
 ``local`` (no cloud) never loads either. Every call fails with :class:`CloudCallError` (one type, with
 the call, the machine or pool, and the cloud's message); nothing is retried inside: the controller
 tries again on its next tick. Every request carries a timeout of :data:`TIMEOUT_SECONDS`.
@@ -86,7 +86,7 @@ __all__ = [
 
 # The SDK each implementation needs, as ``pip install`` names it (the ``ops`` extra of pyproject.toml).
 _SDKS: dict[str, tuple[str, str]] = {
-    "gcp": ("google.cloud.compute_v1", "google-cloud-compute and google-cloud-container"),
+    "gcp": ("google.auth", "google-auth"),
     "aws": ("boto3", "boto3"),
 }
 

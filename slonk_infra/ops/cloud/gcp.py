@@ -1,4 +1,10 @@
-"""The controller's cloud calls on GKE: google-cloud-compute and google-cloud-container, REST transport.
+"""The controller's cloud calls on GKE: the Compute Engine and GKE REST APIs, JSON over HTTPS.
+
+The requests go through google-auth's ``AuthorizedSession`` with the pod's credentials (GKE Workload
+Identity). Not the google-cloud-compute / google-cloud-container clients: they bring grpc and protobuf
+(protobuf>=6 on Python 3.14, where the Pulumi policy SDK pins 5.29), cannot share a process with the
+Pulumi SDK ("duplicate symbol 'google.rpc.Status'"), and take seconds of CPU to import, for seven REST
+calls whose requests and responses the references below define.
 
 A worker group's GKE node pool is one zonal managed instance group (MIG) per zone of the pool (one
 zone in this project); the node pool names its groups in ``instanceGroupUrls`` (the URL names the
@@ -33,13 +39,13 @@ Requests (Compute Engine v1 REST reference, https://cloud.google.com/compute/doc
 
 Mutating calls return the Compute Engine Operation as soon as it is scheduled; this module does not wait
 for it (the controller sees the outcome on a later tick). An Operation already carrying an error fails
-the call. The ``*_unary`` client methods are used so no operation-polling client is made.
+the call. An HTTP error status fails the call with the API's own message (``error.message`` of the
+documented error body); a 404 is ``not_found``.
 """
 
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,8 +55,9 @@ from slonk_infra.ops.cloud.machines import TIMEOUT_SECONDS, CloudCallError, Clou
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
-    from google.cloud import compute_v1, container_v1
 
+COMPUTE_ENDPOINT = "https://compute.googleapis.com"
+CONTAINER_ENDPOINT = "https://container.googleapis.com"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 """The OAuth scope every method used here accepts (each method reference's "Authorization scopes")."""
 
@@ -70,7 +77,8 @@ NODE_POOL_STABLE = "RUNNING"
 PROVISIONING, RUNNING, RUNNING_WITH_ERROR, RECONCILING, STOPPING, ERROR; the reference in the module
 docstring). RUNNING_WITH_ERROR and ERROR hold too: the decision names the status and its message."""
 
-# instanceGroupManagers currentActions counts named in the "not stable" decision (InstanceGroupManagerActionsSummary,
+# instanceGroupManagers currentActions counts named in the "not stable" decision (InstanceGroupManagerActionsSummary, JSON
+# keys in camelCase,
 # https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers#InstanceGroupManagerActionsSummary).
 MIG_ACTIONS = (
     "abandoning",
@@ -110,21 +118,33 @@ def group_of_url(url: str) -> Group | None:
 
 @dataclass(frozen=True)
 class GcpClients:
-    """The three clients and the project the credentials belong to (the node pools' project)."""
+    """An authorized HTTP session, the two APIs' base URLs and the project the credentials belong to."""
 
-    instances: compute_v1.InstancesClient
-    groups: compute_v1.InstanceGroupManagersClient
-    clusters: container_v1.ClusterManagerClient
+    session: Any
+    """A ``google.auth.transport.requests.AuthorizedSession`` (a ``requests.Session`` that adds the token)."""
+    compute: str
+    """Compute Engine v1 base URL (``https://compute.googleapis.com/compute/v1``)."""
+    container: str
+    """GKE v1 base URL (``https://container.googleapis.com/v1``)."""
     project: str
 
+    def call(
+        self, method: str, url: str, timeout: float, *, params: dict[str, Any] | None = None, body: Any = None
+    ) -> Any:
+        """One request; the JSON answer, or :class:`_HttpError` for an error status."""
+        response = self.session.request(method, url, params=params, json=body, timeout=timeout)
+        data = response.json() if response.content else {}
+        if response.status_code >= 400:
+            error = data.get("error", {}) if isinstance(data, dict) else {}
+            message = error.get("message") if isinstance(error, dict) else None
+            raise _HttpError(response.status_code, str(message or response.reason or "error"))
+        return data
 
-@contextmanager
-def _quiet_sdk_import() -> Iterator[None]:
-    # google-api-core warns at import on Python 3.11 that future releases will drop it: noise in the
-    # controller's log on every start, and nothing an operator can act on.
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.")
-        yield
+
+class _HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status} {message}")
+        self.status = status
 
 
 def make_clients(
@@ -134,31 +154,19 @@ def make_clients(
     compute_endpoint: str | None = None,
     container_endpoint: str | None = None,
 ) -> GcpClients:
-    """REST clients with ``credentials`` (default: ``google.auth.default()``, which is GKE Workload
-    Identity in the pod) and ``project`` (default: the credentials' project). An endpoint (e.g.
-    ``http://127.0.0.1:8080`` for a test server, or a Private Service Connect name) replaces the public one
-    through the documented ``client_options.api_endpoint``."""
-    with _quiet_sdk_import():
-        import google.auth
-        from google.cloud import compute_v1, container_v1
+    """A session with ``credentials`` (default: ``google.auth.default()``, which is GKE Workload Identity in
+    the pod) and ``project`` (default: the credentials' project). An endpoint (e.g. ``http://127.0.0.1:8080``
+    for a test server, or a Private Service Connect name) replaces the public one."""
+    import google.auth
+    from google.auth.transport.requests import AuthorizedSession
 
     if credentials is None:
         credentials, found = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
         project = project or (found or "")
-
-    def options(endpoint: str | None) -> dict[str, Any] | None:
-        return {"api_endpoint": endpoint} if endpoint else None
-
     return GcpClients(
-        instances=compute_v1.InstancesClient(
-            credentials=credentials, transport="rest", client_options=options(compute_endpoint)
-        ),
-        groups=compute_v1.InstanceGroupManagersClient(
-            credentials=credentials, transport="rest", client_options=options(compute_endpoint)
-        ),
-        clusters=container_v1.ClusterManagerClient(
-            credentials=credentials, transport="rest", client_options=options(container_endpoint)
-        ),
+        session=AuthorizedSession(credentials),  # type: ignore[no-untyped-call]
+        compute=f"{(compute_endpoint or COMPUTE_ENDPOINT).rstrip('/')}/compute/v1",
+        container=f"{(container_endpoint or CONTAINER_ENDPOINT).rstrip('/')}/v1",
         project=project,
     )
 
@@ -199,9 +207,15 @@ class GcpMachines:
             )
         return self._clients
 
-    def _kwargs(self) -> dict[str, Any]:
-        # retry=None: no retries inside (the controller's next tick is the retry); timeout on every request.
-        return {"timeout": self.timeout, "retry": None}
+    def _get(self, url: str) -> Any:
+        # No retries inside (the controller's next tick is the retry); a timeout on every request.
+        return self.clients.call("GET", url, self.timeout)
+
+    def _post(self, url: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
+        return self.clients.call("POST", url, self.timeout, params=params, body=body)
+
+    def _compute(self, project: str, zone: str, path: str) -> str:
+        return f"{self.clients.compute}/projects/{project}/zones/{zone}/{path}"
 
     @contextmanager
     def _calling(self, call: str, target: str, pool: str | None = None) -> Iterator[None]:
@@ -211,16 +225,17 @@ class GcpMachines:
             if pool is not None:
                 self._groups.pop(pool, None)
             raise
-        except Exception as exc:  # the SDK raises GoogleAPICallError, auth and transport errors alike
+        except Exception as exc:  # HTTP error statuses, auth and transport (requests) errors alike
             if pool is not None:
                 self._groups.pop(pool, None)
             raise CloudCallError(call, target, _message(exc), not_found=_is_not_found(exc)) from exc
 
-    def _checked(self, call: str, target: str, operation: compute_v1.Operation) -> None:
+    def _checked(self, call: str, target: str, operation: Any) -> None:
         """A scheduled Operation that already failed (e.g. deleteInstances of a machine not in the group)."""
-        errors = [f"{e.code}: {e.message}" for e in operation.error.errors] if operation.error else []
-        if errors:
-            raise CloudCallError(call, target, "; ".join(errors), not_found=any("NOT_FOUND" in e for e in errors))
+        errors = operation.get("error", {}).get("errors", []) if isinstance(operation, dict) else []
+        found = [f"{e.get('code', '')}: {e.get('message', '')}" for e in errors]
+        if found:
+            raise CloudCallError(call, target, "; ".join(found), not_found=any("NOT_FOUND" in e for e in found))
 
     # ------------------------------------------------------------------ pools
     def node_pool(self, pool: str) -> str:
@@ -237,14 +252,15 @@ class GcpMachines:
             f"/clusters/{self.pools.cluster}/nodePools/{name}"
         )
 
-    def _read_node_pool(self, pool: str) -> tuple[container_v1.NodePool, list[Group]]:
+    def _read_node_pool(self, pool: str) -> tuple[dict[str, Any], list[Group]]:
         """The node pool (``nodePools.get``) and its managed instance groups, which are cached."""
         name = self.node_pool(pool)
         with self._calling("nodePools.get", name):
-            found = self.clients.clusters.get_node_pool(name=name, **self._kwargs())
-        groups = [g for g in (group_of_url(u) for u in found.instance_group_urls) if g is not None]
+            found = self._get(f"{self.clients.container}/{name}")
+        urls = [str(u) for u in found.get("instanceGroupUrls", [])]
+        groups = [g for g in (group_of_url(u) for u in urls) if g is not None]
         if not groups:
-            raise CloudCallError("nodePools.get", name, f"no zonal instance group in {list(found.instance_group_urls)}")
+            raise CloudCallError("nodePools.get", name, f"no zonal instance group in {urls}")
         self._groups[pool] = groups
         return found, groups
 
@@ -254,14 +270,15 @@ class GcpMachines:
             return self._groups[pool]
         return self._read_node_pool(pool)[1]
 
-    def _manager(self, pool: str, group: Group) -> compute_v1.InstanceGroupManager:
+    def _manager(self, pool: str, group: Group) -> dict[str, Any]:
         with self._calling("instanceGroupManagers.get", f"{group.zone}/{group.name}", pool):
-            return self.clients.groups.get(
-                project=group.project, zone=group.zone, instance_group_manager=group.name, **self._kwargs()
+            found: dict[str, Any] = self._get(
+                self._compute(group.project, group.zone, f"instanceGroupManagers/{group.name}")
             )
+        return found
 
     def _target_size(self, pool: str, group: Group) -> int:
-        return int(self._manager(pool, group).target_size)
+        return int(self._manager(pool, group).get("targetSize", 0))
 
     def pool_size(self, pool: str) -> int:
         return sum(self._target_size(pool, g) for g in self.groups(pool))
@@ -272,15 +289,15 @@ class GcpMachines:
 
     def pool_change(self, pool: str) -> str:
         found, groups = self._read_node_pool(pool)  # always fresh: its status is the point
-        status = _enum_name(found.status)
+        status = str(found.get("status", ""))
         if status != NODE_POOL_STABLE:
-            message = f": {found.status_message}" if found.status_message else ""
-            return f"node pool {self.pools.node_pools[pool]} is {status}{message}"
+            message = f": {found['statusMessage']}" if found.get("statusMessage") else ""
+            return f"node pool {self.pools.node_pools[pool]} is {status or 'of no status'}{message}"
         for group in groups:
             manager = self._manager(pool, group)
-            if not manager.status.is_stable:
-                actions = manager.current_actions
-                busy = [f"{a} {getattr(actions, a)}" for a in MIG_ACTIONS if getattr(actions, a, 0)]
+            if not manager.get("status", {}).get("isStable", False):
+                actions = manager.get("currentActions", {})
+                busy = [f"{a} {actions[_camel(a)]}" for a in MIG_ACTIONS if actions.get(_camel(a))]
                 doing = f" ({', '.join(busy)})" if busy else ""
                 return f"instance group {group.zone}/{group.name} is not stable{doing}"
         return ""
@@ -300,12 +317,10 @@ class GcpMachines:
             return  # never a resize down: the group would pick which machines to delete
         target = f"{group.zone}/{group.name}"
         with self._calling("instanceGroupManagers.resize", target, pool):
-            operation = self.clients.groups.resize_unary(
-                project=group.project,
-                zone=group.zone,
-                instance_group_manager=group.name,
-                size=size,
-                **self._kwargs(),
+            # "size" is a query parameter; the request body is empty (instanceGroupManagers.resize reference).
+            operation = self._post(
+                self._compute(group.project, group.zone, f"instanceGroupManagers/{group.name}/resize"),
+                params={"size": size},
             )
         self._checked("instanceGroupManagers.resize", target, operation)
 
@@ -314,10 +329,9 @@ class GcpMachines:
         """The machine's self link and its group (``instances.get`` -> metadata ``created-by``)."""
         target = _name(machine)
         with self._calling("instances.get", target):
-            instance = self.clients.instances.get(
-                project=machine.project, zone=machine.zone, instance=machine.instance, **self._kwargs()
-            )
-        created_by = next((i.value for i in instance.metadata.items if i.key == CREATED_BY), "")
+            instance = self._get(self._compute(machine.project, machine.zone, f"instances/{machine.instance}"))
+        items = instance.get("metadata", {}).get("items", [])
+        created_by = next((str(i.get("value", "")) for i in items if i.get("key") == CREATED_BY), "")
         group = group_of_url(created_by)
         if group is None:
             raise CloudCallError(
@@ -325,68 +339,48 @@ class GcpMachines:
             )
         # The path's project: the machine's own (the created-by item names the project by number).
         group = Group(project=machine.project, zone=group.zone, name=group.name)
-        link = instance.self_link or f"zones/{machine.zone}/instances/{machine.instance}"
+        link = str(instance.get("selfLink") or f"zones/{machine.zone}/instances/{machine.instance}")
         return link, group
 
     def remove(self, machine: MachineRef) -> None:
         call = "instanceGroupManagers.deleteInstances"
         link, group = self._instance(call, machine)
-        from google.cloud import compute_v1
-
-        body = compute_v1.InstanceGroupManagersDeleteInstancesRequest(
-            instances=[link], skip_instances_on_validation_error=False
-        )
+        body = {"instances": [link], "skipInstancesOnValidationError": False}
         with self._calling(call, _name(machine)):
-            operation = self.clients.groups.delete_instances_unary(
-                project=group.project,
-                zone=group.zone,
-                instance_group_manager=group.name,
-                instance_group_managers_delete_instances_request_resource=body,
-                **self._kwargs(),
+            operation = self._post(
+                self._compute(group.project, group.zone, f"instanceGroupManagers/{group.name}/deleteInstances"), body
             )
         self._checked(call, _name(machine), operation)
 
     def replace(self, machine: MachineRef, faulty_host: bool) -> ReplaceCall:
-        from google.cloud import compute_v1
-
         if faulty_host:
             call = "instances.reportHostAsFaulty"
-            report = compute_v1.InstancesReportHostAsFaultyRequest(
-                disruption_schedule=DISRUPTION_SCHEDULE,
-                fault_reasons=[
-                    compute_v1.InstancesReportHostAsFaultyRequestFaultReason(
-                        behavior=FAULT_BEHAVIOR, description=FAULT_DESCRIPTION
-                    )
-                ],
-            )
+            report = {
+                "disruptionSchedule": DISRUPTION_SCHEDULE,
+                "faultReasons": [{"behavior": FAULT_BEHAVIOR, "description": FAULT_DESCRIPTION}],
+            }
             with self._calling(call, _name(machine)):
-                operation = self.clients.instances.report_host_as_faulty_unary(
-                    project=machine.project,
-                    zone=machine.zone,
-                    instance=machine.instance,
-                    instances_report_host_as_faulty_request_resource=report,
-                    **self._kwargs(),
+                operation = self._post(
+                    self._compute(machine.project, machine.zone, f"instances/{machine.instance}/reportHostAsFaulty"),
+                    report,
                 )
             self._checked(call, _name(machine), operation)
             return "reportHostAsFaulty"
         call = "instanceGroupManagers.recreateInstances"
         link, group = self._instance(call, machine)
-        body = compute_v1.InstanceGroupManagersRecreateInstancesRequest(instances=[link])
         with self._calling(call, _name(machine)):
-            operation = self.clients.groups.recreate_instances_unary(
-                project=group.project,
-                zone=group.zone,
-                instance_group_manager=group.name,
-                instance_group_managers_recreate_instances_request_resource=body,
-                **self._kwargs(),
+            operation = self._post(
+                self._compute(group.project, group.zone, f"instanceGroupManagers/{group.name}/recreateInstances"),
+                {"instances": [link]},
             )
         self._checked(call, _name(machine), operation)
         return "recreateInstances"
 
 
-def _enum_name(value: Any) -> str:
-    """The name of a proto-plus enum value (``NodePool.Status.RECONCILING`` -> ``RECONCILING``)."""
-    return str(getattr(value, "name", value))
+def _camel(snake: str) -> str:
+    """The JSON spelling of a field (``creating_without_retries`` -> ``creatingWithoutRetries``)."""
+    head, *rest = snake.split("_")
+    return head + "".join(w.title() for w in rest)
 
 
 def _name(machine: MachineRef) -> str:
@@ -394,10 +388,8 @@ def _name(machine: MachineRef) -> str:
 
 
 def _message(exc: BaseException) -> str:
-    message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    code = getattr(exc, "code", None)
-    return f"{code} {message}" if isinstance(code, int) else str(message)
+    return str(exc) or type(exc).__name__
 
 
 def _is_not_found(exc: BaseException) -> bool:
-    return getattr(exc, "code", None) == 404
+    return isinstance(exc, _HttpError) and exc.status == 404

@@ -88,7 +88,7 @@ ReplaceCall = Literal["reportHostAsFaulty", "recreateInstances", "SetInstanceHea
 
 class CloudMachines(Protocol):
     """The cloud calls the controller makes. Implementations: :mod:`slonk_infra.ops.cloud.gcp`
-    (google-cloud-compute and google-cloud-container) and :mod:`slonk_infra.ops.cloud.aws` (boto3); tests
+    (the REST APIs through google-auth) and :mod:`slonk_infra.ops.cloud.aws` (boto3); tests
     use fakes or emulators. Every method raises :class:`CloudCallError` when the cloud call fails."""
 
     def pool_size(self, pool: str) -> int:
