@@ -159,6 +159,89 @@ class PartitionArgs(TypedDict):
     """Slurm MaxTime: MINUTES, MM:SS, HH:MM:SS, DAYS-HH, DAYS-HH:MM, DAYS-HH:MM:SS or UNLIMITED. Default: UNLIMITED."""
     preempt_mode: NotRequired[str]
     """Per-partition PreemptMode (default: the cluster's). One of: OFF, REQUEUE, CANCEL, SUSPEND."""
+    allow_qos: NotRequired[list[str]]
+    """QOS whose jobs may run here (AllowQos; declared in slurm.accounting.qos, or normal); default: every QOS."""
+
+
+class DatabaseArgs(TypedDict):
+    """Where job accounting is stored: which slurmdbd slurmctld talks to, and its database."""
+
+    kind: NotRequired[str]
+    """in-cluster: a database and slurmdbd run as pods in the namespace (not built yet); cloud: slurmdbd in the namespace on the cloud's managed MySQL (Cloud SQL, RDS; not built yet); external: an existing slurmdbd at host:port, yours to run and upgrade. One of: in-cluster, cloud, external. Default: in-cluster."""
+    host: NotRequired[str]
+    """external: the host name or address of the existing slurmdbd (AccountingStorageHost). Not allowed with in-cluster or cloud, whose slurmdbd is the namespace's own Service."""
+    port: NotRequired[int]
+    """The port slurmdbd listens on (AccountingStoragePort; slurmdbd's default 6819). Default: 6819."""
+    storage_gib: NotRequired[int]
+    """in-cluster / cloud: size of the database's volume in GiB (default 50). Not allowed with external."""
+
+
+class PriorityWeightsArgs(TypedDict):
+    """The weights of priority/multifactor (slurm.conf(5) PriorityWeight*): a job's priority is the sum of"""
+
+    fairshare: NotRequired[int]
+    """PriorityWeightFairshare: how much an account's unused share lifts its jobs. Default: 10000."""
+    qos: NotRequired[int]
+    """PriorityWeightQOS: how much the job's QOS priority counts. Default: 10000."""
+    age: NotRequired[int]
+    """PriorityWeightAge: how much time waiting in the queue counts. Default: 1000."""
+    job_size: NotRequired[int]
+    """PriorityWeightJobSize: how much the job's size counts. Default: 0."""
+    partition: NotRequired[int]
+    """PriorityWeightPartition: how much the partition's PriorityJobFactor counts (not its priorityTier, which orders and preempts partitions regardless). Default: 0."""
+
+
+class AccountArgs(TypedDict):
+    """A Slurm account (a bank account in the association tree): its share, its limits and its users."""
+
+    name: str
+    """Account name (lower case; 'root' is Slurm's own and the default parent)."""
+    parent: NotRequired[str]
+    """Parent account (another declared account); default: root."""
+    fairshare: NotRequired[int]
+    """Fairshare: the account's share among its siblings (sacctmgr Fairshare); relative, not a percentage. Default: 1."""
+    qos: NotRequired[list[str]]
+    """QOS the account's users may submit with (sacctmgr QOS); default: every declared QOS and normal."""
+    default_qos: NotRequired[str]
+    """QOS of a job that names none (sacctmgr DefaultQOS); one of `qos`."""
+    max_gpus_per_user: NotRequired[int]
+    """GPUs each user may hold at once in this account (GrpTRES=gres/gpu=N on each user's association)."""
+    max_gpus: NotRequired[int]
+    """GPUs the account and its sub-accounts may hold at once (GrpTRES=gres/gpu=N on the account)."""
+    users: NotRequired[list[str]]
+    """Login names of the account's users (declared `users`, or the directory's with `directory`). A user's default account is the first account listing them."""
+
+
+class QosArgs(TypedDict):
+    """A Quality of Service: a priority, whom it preempts and per-user / per-account limits."""
+
+    name: str
+    """QOS name ('normal' is Slurm's own and may not be declared)."""
+    priority: NotRequired[int]
+    """Priority added through PriorityWeightQOS (sacctmgr Priority). Default: 0."""
+    preempt: NotRequired[list[str]]
+    """QOS whose jobs this QOS's jobs may preempt (sacctmgr Preempt). Any non-empty list makes slurm.conf PreemptType=preempt/qos, replacing preemption by partition priorityTier."""
+    max_gpus_per_user: NotRequired[int]
+    """GPUs each user may hold at once with this QOS (MaxTRESPerUser=gres/gpu=N)."""
+    max_gpus_per_account: NotRequired[int]
+    """GPUs each account may hold at once with this QOS (MaxTRESPerAccount=gres/gpu=N)."""
+    max_wall: NotRequired[str]
+    """Longest run time of one job with this QOS (MaxWall): MINUTES, HH:MM:SS, DAYS-HH:MM:SS, ..."""
+
+
+class AccountingArgs(TypedDict):
+    """Job accounting through slurmdbd, multifactor priority, and the accounts, users and QOS it holds."""
+
+    database: NotRequired[DatabaseArgs]
+    """The slurmdbd slurmctld reports to and its database."""
+    enforce: NotRequired[bool]
+    """AccountingStorageEnforce=associations,limits,qos,safe: a job runs only under a known association, within its limits and QOS. false: slurmdbd only records jobs (what the old `accounting: true` did). Default: True."""
+    priority_weights: NotRequired[PriorityWeightsArgs]
+    """priority/multifactor weights; null keeps Slurm's default priority/basic (first in, first out)."""
+    accounts: NotRequired[list[AccountArgs]]
+    """Accounts, parents before or after their children; users join them."""
+    qos: NotRequired[list[QosArgs]]
+    """QOS beside Slurm's own 'normal'."""
 
 
 class SlurmArgs(TypedDict):
@@ -168,10 +251,10 @@ class SlurmArgs(TypedDict):
     """Partitions; default is the Slonk pattern (low / general / high plus one per accelerator)."""
     preempt_mode: NotRequired[str]
     """Cluster PreemptMode for partition_prio preemption. One of: OFF, REQUEUE, CANCEL, SUSPEND,GANG. Default: REQUEUE."""
-    accounting: NotRequired[bool]
-    """Job accounting through slurmdbd. Default: False."""
+    accounting: NotRequired[AccountingArgs]
+    """Job accounting through slurmdbd, fair share and quotas: the database, priority weights, accounts and QOS (docs/accounting.md); unset: none. The old `true` (with accountingHost) still reads, as an external slurmdbd that only records jobs; `false` is unset."""
     accounting_host: NotRequired[str]
-    """slurmdbd host when accounting is on."""
+    """The old form: with accounting: true, the existing slurmdbd's host (read as accounting.database {kind: external, host}). New stacks use accounting.database.host."""
     gres_autodetect: NotRequired[str]
     """gres.conf AutoDetect (nvml needs an image built with NVML). One of: off, nvml. Default: off."""
     topology: NotRequired[str]

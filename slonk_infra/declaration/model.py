@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, 
 from pydantic.alias_generators import to_camel
 
 from slonk_infra.catalog import Cloud, PoolKind
+from slonk_infra.declaration.accounting import AccountingSpec, read_legacy
 from slonk_infra.declaration.users import DirectorySpec, Users
 from slonk_infra.health.config import HealthSpec
 from slonk_infra.ops.config import OperationsSpec
@@ -274,6 +275,15 @@ class PartitionSpec(Model):
     preempt_mode: Literal["OFF", "REQUEUE", "CANCEL", "SUSPEND"] | None = Field(
         default=None, description="Per-partition PreemptMode (default: the cluster's)."
     )
+    allow_qos: list[str] = Field(
+        default_factory=list,
+        description="QOS whose jobs may run here (AllowQos; declared in slurm.accounting.qos, or normal); "
+        "default: every QOS.",
+    )
+
+
+def _also_boolean(schema: dict[str, Any]) -> None:
+    schema.setdefault("anyOf", []).append({"type": "boolean"})
 
 
 class SlurmSpec(Model):
@@ -286,8 +296,19 @@ class SlurmSpec(Model):
     preempt_mode: Literal["OFF", "REQUEUE", "CANCEL", "SUSPEND,GANG"] = Field(
         default="REQUEUE", description="Cluster PreemptMode for partition_prio preemption."
     )
-    accounting: bool = Field(default=False, description="Job accounting through slurmdbd.")
-    accounting_host: str | None = Field(default=None, description="slurmdbd host when accounting is on.")
+    accounting: AccountingSpec | None = Field(
+        default=None,
+        # The old boolean form still reads (the before-validator below): the schema must accept it too.
+        json_schema_extra=_also_boolean,
+        description="Job accounting through slurmdbd, fair share and quotas: the database, priority weights, "
+        "accounts and QOS (docs/accounting.md); unset: none. The old `true` (with accountingHost) still reads, as "
+        "an external slurmdbd that only records jobs; `false` is unset.",
+    )
+    accounting_host: str | None = Field(
+        default=None,
+        description="The old form: with accounting: true, the existing slurmdbd's host (read as "
+        "accounting.database {kind: external, host}). New stacks use accounting.database.host.",
+    )
     gres_autodetect: Literal["off", "nvml"] = Field(
         default="off", description="gres.conf AutoDetect (nvml needs an image built with NVML)."
     )
@@ -296,11 +317,11 @@ class SlurmSpec(Model):
     )
     rest_api: bool = Field(default=False, description="Run slurmrestd (adds JWT auth).")
 
-    @model_validator(mode="after")
-    def _accounting(self) -> SlurmSpec:
-        if self.accounting and not self.accounting_host:
-            raise ValueError("accounting needs accountingHost (an existing slurmdbd)")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _accounting(cls, data: Any) -> Any:
+        # Stacks written for `accounting: true` + accountingHost keep working (docs/accounting.md).
+        return read_legacy(data)
 
 
 class ImageSpec(Model):

@@ -22,6 +22,7 @@ from slonk_infra.catalog.regions import (
     az_id_prefix,
 )
 from slonk_infra.catalog.slurm_versions import MIN_SUPPORTED, TOPOLOGY_BLOCK, TOPOLOGY_YAML, SlurmVersion
+from slonk_infra.declaration.accounting import accounting_problems
 from slonk_infra.declaration.errors import DeclarationError, Problem, choice
 from slonk_infra.declaration.model import ClusterDeclaration
 from slonk_infra.plan import naming
@@ -303,3 +304,19 @@ def check_controller(decl: ClusterDeclaration, problems: Problems) -> None:
             "controllers never share a node (a node lost must not take both); use systemNodes >= "
             f"{ctl.replicas}",
         )
+
+
+def check_accounting(decl: ClusterDeclaration, groups: Iterable[WorkerGroup], problems: Problems) -> None:
+    """``slurm.accounting`` and the partitions' ``allowQos``: names that refer to one another exist, every
+    declared user is in an account, GPU limits fit the cluster (:func:`accounting_problems`)."""
+    slurm = decl.slurm
+    gpus = sum(g.replicas * g.gres_count for g in groups if g.kind == "gpu")
+    parts = None if slurm.partitions is None else [(p.name, p.allow_qos) for p in slurm.partitions]
+    for path, message in accounting_problems(
+        slurm.accounting,
+        user_names=[u.name for u in decl.users],
+        directory=decl.directory is not None,
+        partitions=parts,
+        cluster_gpus=gpus,
+    ):
+        problems.add(path, message)

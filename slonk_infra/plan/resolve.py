@@ -284,6 +284,7 @@ def build_plan(
     version = SlurmVersion.parse(decl.image.slurm_version)
     checks.check_version(decl, version, problems)
     checks.check_partitions(decl, groups, problems)
+    checks.check_accounting(decl, groups, problems)
     problems.raise_if_any()
     parts = partitions(decl, groups)
     warnings = (*lint.declaration_warnings(decl, groups, parts, cat), *target.declaration_warnings(decl))

@@ -153,6 +153,7 @@ def partition_lines(plan: ClusterPlan) -> list[str]:
     by_name = {g.name: g for g in plan.groups}
     yaml_topology = plan.declaration.slurm.topology == "yaml"
     exclusive_nodes = plan.declaration.health.exclusive_nodes
+    allow_qos = {spec.name: spec.allow_qos for spec in plan.declaration.slurm.partitions or ()}
     for p in plan.partitions:
         nodes = ",".join(by_name[g].hostlist for g in p.groups) or None
         select_blocks = (
@@ -194,6 +195,7 @@ def partition_lines(plan: ClusterPlan) -> list[str]:
                     ("PriorityTier", p.priority_tier),
                     ("MaxTime", p.max_time),
                     ("PreemptMode", p.preempt_mode),
+                    ("AllowQos", allow_qos.get(p.name) or None),
                     ("OverSubscribe", "EXCLUSIVE" if exclusive else None),
                     ("Topology", "blocks" if select_blocks else None),
                     ("State", "UP"),
@@ -201,6 +203,72 @@ def partition_lines(plan: ClusterPlan) -> list[str]:
             )
         )
     return out
+
+
+# The in-cluster slurmdbd's Service (kind in-cluster or cloud; the pods are not built yet, docs/accounting.md).
+# An absolute name, as the controllers' (naming.controller_hosts): no search-domain lookups per connection.
+SLURMDBD_SERVICE = "slurmdbd"
+# slurm.conf(5) AccountingStorageEnforce: associations (a job needs a known user/account pair), limits (the
+# associations' and QOS' limits; implies associations), qos (a job's QOS must be one its association may use),
+# safe (a job starts only if it can finish within GrpTRESMins limits). Same words in 22.05 and 26.05.
+ENFORCE = ("associations", "limits", "qos", "safe")
+
+
+def slurmdbd_host(plan: ClusterPlan) -> str:
+    """AccountingStorageHost: the external slurmdbd's host, else the namespace's slurmdbd Service."""
+    accounting = plan.declaration.slurm.accounting
+    assert accounting is not None
+    if accounting.database.host:
+        return accounting.database.host
+    return f"{SLURMDBD_SERVICE}.{plan.namespace}.svc.cluster.local."
+
+
+def accounting_tres(plan: ClusterPlan) -> str:
+    """AccountingStorageTRES: the GRES the cluster has, gres/gpu always (the GPU limits are on it).
+
+    slurm.conf(5): billing, cpu, energy, mem, node, fs/disk, pages and vmem are tracked anyway and can only
+    be appended to; a limit on a TRES that is not tracked is never enforced.
+    """
+    gres = {"gpu"} | {g.gres_name for g in plan.groups if g.gres_name}
+    return ",".join(f"gres/{name}" for name in sorted(gres))
+
+
+def accounting_settings(plan: ClusterPlan) -> list[tuple[str, object | None]]:
+    """slurm.conf's accounting, enforcement and priority keys; none without ``slurm.accounting``."""
+    accounting = plan.declaration.slurm.accounting
+    if accounting is None:
+        return []
+    out: list[tuple[str, object | None]] = [
+        ("AccountingStorageType", "accounting_storage/slurmdbd"),
+        ("AccountingStorageHost", slurmdbd_host(plan)),
+        ("AccountingStoragePort", accounting.database.port),
+        ("AccountingStorageEnforce", ",".join(ENFORCE) if accounting.enforce else None),
+        ("AccountingStorageTRES", accounting_tres(plan)),
+        ("JobAcctGatherType", "jobacct_gather/cgroup"),
+    ]
+    weights = accounting.priority_weights
+    if weights is not None:
+        out += [
+            ("PriorityType", "priority/multifactor"),
+            ("PriorityWeightFairshare", weights.fairshare),
+            ("PriorityWeightQOS", weights.qos),
+            ("PriorityWeightAge", weights.age),
+            ("PriorityWeightJobSize", weights.job_size),
+            ("PriorityWeightPartition", weights.partition),
+        ]
+    return out
+
+
+def preempt_type(plan: ClusterPlan) -> str:
+    """PreemptType: by QOS where a declared QOS preempts others, else by partition priorityTier.
+
+    slurm.conf(5) has one PreemptType; a QOS Preempt list is read only under preempt/qos (sacctmgr(1)), so
+    declaring one moves preemption to QOS; partitions' PriorityTier still orders scheduling.
+    """
+    accounting = plan.declaration.slurm.accounting
+    if accounting is not None and any(q.preempt for q in accounting.qos):
+        return "preempt/qos"
+    return "preempt/partition_prio"
 
 
 def topology_plugin(plan: ClusterPlan) -> str | None:
@@ -248,7 +316,7 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("GresTypes", ",".join(gres_types) or None),
         ("TopologyPlugin", topology_plugin(plan)),
         ("SchedulerType", "sched/backfill"),
-        ("PreemptType", "preempt/partition_prio"),
+        ("PreemptType", preempt_type(plan)),
         ("PreemptMode", slurm.preempt_mode),
         ("SchedulerParameters", ",".join(SCHEDULER_PARAMETERS)),
         ("JobRequeue", 1),
@@ -269,9 +337,7 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         # GPUDirect-RDMA and TCPXO register (lock) large buffers, which a 64 KiB limit refuses.
         ("PropagateResourceLimitsExcept", "MEMLOCK"),
         ("MailProg", "/bin/true"),
-        ("AccountingStorageType", "accounting_storage/slurmdbd" if slurm.accounting else None),
-        ("AccountingStorageHost", slurm.accounting_host if slurm.accounting else None),
-        ("JobAcctGatherType", "jobacct_gather/cgroup" if slurm.accounting else None),
+        *accounting_settings(plan),
         *timeouts(plan),
     ]
     body = [f"{k}={v}" for k, v in settings if v is not None]

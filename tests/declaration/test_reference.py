@@ -381,3 +381,15 @@ def test_every_field_that_takes_an_output_says_so_in_the_reference() -> None:
         row = next((line for key, line in rows.items() if written in key.split("<br>")), None)
         assert row is not None, f"{written} has no row in docs/declaration.md"
         assert "Pulumi Output" in row, row
+
+
+def test_the_old_boolean_accounting_form_is_accepted_by_the_schema_as_by_the_model(
+    validator: jsonschema.Draft7Validator,
+) -> None:
+    # Stacks written for `accounting: true` + accountingHost still parse; an editor must not flag them.
+    document = local_file()
+    document["config"][CONFIG_KEY].setdefault("slurm", {}).update(accounting=True, accountingHost="dbd.example.org")
+    parse_declaration(document["config"][CONFIG_KEY])
+    assert schema_errors(validator, document) == []
+    document["config"][CONFIG_KEY]["slurm"]["accounting"] = "yes please"
+    assert schema_errors(validator, document)
