@@ -56,7 +56,7 @@ class Remediation:
     provider_id: str = ""  # the machine as its Node named it when the repair started
     machine_type: str = ""  # its node.kubernetes.io/instance-type
     verdict_time: float = 0.0  # when the failing verdict was made (its time, else first seen)
-    # The cloud call of a replace-machine (design: made once per remediation, after cordon and drain).
+    # The cloud call of a replace-machine: made once per remediation, after the cordon and the drain.
     cloud_call: str = ""  # the call the cloud accepted (reportHostAsFaulty, recreateInstances, SetInstanceHealth)
     cloud_at: float = 0.0  # when it was accepted
     cloud_attempts: int = 0  # calls tried, failed ones included

@@ -107,7 +107,7 @@ def test_a_capacity_block_group_starts_empty_with_its_type_in_the_template(shipp
         assert launch_template_violations(template.inputs) == [], template.name
 
 
-# -- pool sizes (shared design point 1) ------------------------------------------------------------------------
+# -- pool sizes ----------------------------------------------------------------------------------------------------
 def test_with_operations_the_controller_owns_every_worker_group_size(shipped: Any) -> None:
     run, ignored = shipped
     for name in ("h100-a", "h100-b", "cpu"):
@@ -220,7 +220,7 @@ def test_the_whole_internet_only_when_declared() -> None:
     assert cluster.inputs["vpcConfig"]["publicAccessCidrs"] == ["0.0.0.0/0"]
 
 
-# -- the operations controller's identity (shared design point 4) ----------------------------------------------
+# -- the operations controller's identity --------------------------------------------------------------
 def test_the_operations_controller_gets_a_pod_identity_role_with_only_its_calls(shipped: Any) -> None:
     run, _ = shipped
     [role] = [r for r in run.of_type(ROLE) if r.name == "slonk-aws-ops-role"]
@@ -267,7 +267,7 @@ def test_no_capacity_reservation_reads_without_a_capacity_block() -> None:
     assert "ec2:DescribeCapacityReservations" not in actions
 
 
-# -- login load balancer (shared design point 5) ------------------------------------------------------------
+# -- login load balancer ----------------------------------------------------------------------------
 def test_a_private_login_is_an_internal_load_balancer() -> None:
     assert TARGET.login_service_annotations(True) == {"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}
     assert TARGET.login_service_annotations(False) == {}
@@ -295,7 +295,7 @@ def test_no_subnet_tags_for_a_cluster_ip_login() -> None:
     assert not run.of_type(TAG)
 
 
-# -- warnings for the operator (the integrator wires aws_warnings into plan/lint.py) ---------------------------
+# -- warnings for the operator (aws_warnings, the target's declaration_warnings) ---------------------------------
 def test_a_capacity_block_without_the_controller_warns_with_the_command_to_run() -> None:
     from slonk_infra.declaration.model import TAGGED
 
