@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from slonk_infra.clouds import build_plan
-from slonk_infra.declaration.errors import DeclarationError
-from tests.declaration.test_errors import aws, edit, pool
+from tests.declaration.test_errors import assert_refused_at, aws, edit, pool
 
 Raw = dict[str, Any]
 
@@ -52,12 +51,7 @@ CASES: list[tuple[str, Raw, str, list[str]]] = [
 def test_bad_aws_declaration_is_rejected_with_a_precise_message(
     declaration: Raw, path: str, fragments: list[str]
 ) -> None:
-    with pytest.raises(DeclarationError) as info:
-        build_plan(declaration)
-    problems = {p.path: p.message for p in info.value.problems}
-    assert path in problems, f"no problem at {path}; got {problems}"
-    for fragment in fragments:
-        assert fragment in problems[path], f"{fragment!r} not in {problems[path]!r}"
+    assert_refused_at(declaration, path, fragments)
 
 
 def test_table_cases_are_distinct() -> None:

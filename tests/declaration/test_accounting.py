@@ -9,7 +9,7 @@ import pytest
 from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.accounting import AccountingSpec
 from slonk_infra.declaration.errors import DeclarationError
-from tests.declaration.test_errors import Raw, edit, gcp, local
+from tests.declaration.test_errors import Raw, assert_refused_at, edit, gcp, local
 
 USERS = [{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2002}]
 
@@ -322,12 +322,7 @@ CASES: list[tuple[str, Raw, str, list[str]]] = [
 
 @pytest.mark.parametrize(("declaration", "path", "fragments"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_accounting_is_refused_by_field(declaration: Raw, path: str, fragments: list[str]) -> None:
-    with pytest.raises(DeclarationError) as info:
-        build_plan(declaration)
-    problems = {p.path: p.message for p in info.value.problems}
-    assert path in problems, f"no problem at {path}; got {problems}"
-    for fragment in fragments:
-        assert fragment in problems[path], f"{fragment!r} not in {problems[path]!r}"
+    assert_refused_at(declaration, path, fragments)
 
 
 def test_table_cases_are_distinct() -> None:

@@ -276,14 +276,20 @@ CASES: list[tuple[str, Raw, str, list[str]]] = [
 ]
 
 
-@pytest.mark.parametrize(("declaration", "path", "fragments"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_declaration_is_rejected_with_a_precise_message(declaration: Raw, path: str, fragments: list[str]) -> None:
+def assert_refused_at(declaration: Raw, path: str, fragments: list[str]) -> None:
+    """The plan refuses ``declaration`` with a problem at ``path`` whose message holds every fragment (the
+    bad-declaration tables of every layer use this)."""
     with pytest.raises(DeclarationError) as info:
         build_plan(declaration)
     problems = {p.path: p.message for p in info.value.problems}
     assert path in problems, f"no problem at {path}; got {problems}"
     for fragment in fragments:
         assert fragment in problems[path], f"{fragment!r} not in {problems[path]!r}"
+
+
+@pytest.mark.parametrize(("declaration", "path", "fragments"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_declaration_is_rejected_with_a_precise_message(declaration: Raw, path: str, fragments: list[str]) -> None:
+    assert_refused_at(declaration, path, fragments)
 
 
 def test_table_cases_are_distinct() -> None:
