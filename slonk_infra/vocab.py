@@ -79,7 +79,6 @@ JWT_FILE = "jwt_hs256.key"  # key of the JWT Secret, and the file slurm.conf nam
 CONTROLLER_STATE_CLAIM = "slurmctld-state"
 RESTAPI = "slurmrestd"
 CONTROLLER_BUDGET = "slurmctld"
-WORKERS_BUDGET = "slurm-workers"
 
 
 def worker_priority(namespace: str) -> str:
