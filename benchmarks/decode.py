@@ -6,8 +6,11 @@ benchmarks/sync.py serves them). Two figures per answer, process CPU, median of 
 
 - ``json.loads only``: the standard library decoding the whole answer, which the controller did before
   reading a dozen fields from it (a lower bound of that path: the reading came on top);
-- ``wire + records``: what the controller does now, slonk_infra.ops.wire's decoders (only the fields the
-  records use) and the record readers.
+- ``wire + records``: the whole answer through slonk_infra.ops.wire's decoders (only the fields the records
+  use) and every record read: the cost before the record cache, and about that of an answer whose every
+  record changed;
+- ``unchanged answer``: what a steady tick costs the controller: the same answer again, each item left as
+  its bytes and its record taken from the previous answer's (:class:`~slonk_infra.ops.wire.RecordCache`).
 
     python benchmarks/decode.py [--nodes 4096] [--samples 9]
 """
@@ -29,7 +32,17 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from slonk_infra.ops import kube_api, slurm_records
-from slonk_infra.ops.wire import KUBE_NODES, KUBE_PODS, SLURM_NODES
+from slonk_infra.ops.wire import (
+    KUBE_NODE,
+    KUBE_NODES,
+    KUBE_POD,
+    KUBE_PODS,
+    KUBE_RAW_LIST,
+    SLURM_NODE,
+    SLURM_NODES,
+    SLURM_NODES_RAW,
+    RecordCache,
+)
 from testing.fakekube import FakeKube
 
 
@@ -94,6 +107,19 @@ def kube_pods(body: bytes) -> object:
     return [kube_api.pod_from(p) for p in KUBE_PODS.decode(body).items or ()]
 
 
+def cached(name: str) -> Callable[[bytes], object]:
+    """The controller's steady path for one answer: items as bytes, records from a warmed cache."""
+    if name == "slurm nodes":
+        slurm = RecordCache(SLURM_NODE, slurm_records.node_from)
+        return lambda body: slurm.records(SLURM_NODES_RAW.decode(body).nodes or ())
+    kube = (
+        RecordCache(KUBE_NODE, kube_api.node_from)
+        if name == "kubernetes nodes"
+        else RecordCache(KUBE_POD, kube_api.pod_from)
+    )
+    return lambda body: kube.records(KUBE_RAW_LIST.decode(body).items or ())
+
+
 def _call(fn: Callable[[bytes], object], body: bytes) -> Callable[[], object]:
     return lambda: fn(body)
 
@@ -120,15 +146,22 @@ def main() -> None:
         "pods": kube_pods,
     }
     print(f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}")
-    print(f"\n| answer ({args.nodes} records) | MB | json.loads only, ms | wire + records, ms |\n|---|---|---|---|")
-    totals = [0.0, 0.0]
+    print(
+        f"\n| answer ({args.nodes} records) | MB | json.loads only, ms | wire + records, ms | unchanged answer, ms |"
+        "\n|---|---|---|---|---|"
+    )
+    totals = [0.0, 0.0, 0.0]
     for name, body in raw.items():
         whole = cpu_ms(_call(json.loads, body), args.samples)
         wire = cpu_ms(_call(readers[name], body), args.samples)
+        steady = cached(name)
+        steady(body)  # the previous tick's answer
+        again = cpu_ms(_call(steady, body), args.samples)
         totals[0] += whole
         totals[1] += wire
-        print(f"| {name} | {len(body) / 1e6:.1f} | {whole:.0f} | {wire:.0f} |")
-    print(f"| all three | | {totals[0]:.0f} | {totals[1]:.0f} |")
+        totals[2] += again
+        print(f"| {name} | {len(body) / 1e6:.1f} | {whole:.0f} | {wire:.0f} | {again:.0f} |")
+    print(f"| all three | | {totals[0]:.0f} | {totals[1]:.0f} | {totals[2]:.0f} |")
 
 
 if __name__ == "__main__":

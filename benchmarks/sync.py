@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import argparse
 import copy
+import cProfile
+import io
 import json
 import os
 import platform
+import pstats
 import statistics
 import subprocess
 import sys
@@ -153,7 +156,9 @@ def wait_for(check: Callable[[], bool], timeout: float = 120.0, poll: float = 0.
     raise TimeoutError("state change not reflected")
 
 
-def measure(flavor: Flavor, nodes: int, samples: int, interval: float) -> dict[str, Any]:
+def measure(
+    flavor: Flavor, nodes: int, samples: int, interval: float, latency_runs: bool = True, profile: Path | None = None
+) -> dict[str, Any]:
     version, topology = FLAVOR_VERSIONS[flavor]
     plan = build_plan(declaration(version, topology, nodes))
     files = stand_in_health_check(render_slurm_files(plan).all())
@@ -175,7 +180,10 @@ def measure(flavor: Flavor, nodes: int, samples: int, interval: float) -> dict[s
                 ctl.tick()  # probes the API, settles annotations
                 out.update(steady(ctl, samples, host_pid(lab, rest)))
                 out.update(parts(ctl, spec, samples))
-                out.update(latency(ctl, lab, url, samples, interval))
+                if profile is not None:
+                    out["profile"] = profiled(ctl, profile / f"tick-{flavor}-{nodes}.pstats")
+                if latency_runs:
+                    out.update(latency(ctl, lab, url, samples, interval))
     return out
 
 
@@ -194,6 +202,7 @@ def steady(ctl: Controller, samples: int, restd_pid: int) -> dict[str, Any]:
         "listed_pods": last.pods,
         "tick_wall_s": med([r.wall_seconds for r in reports]),
         "tick_cpu_s": med([r.cpu_seconds for r in reports]),
+        "tick_cpu_each_s": [round(r.cpu_seconds, 4) for r in reports],
         "slurm_calls": dict(last.slurm_calls),
         "kube_calls": dict(last.kube_calls),
         "changes": sum(len(r.plan.slurm) + len(r.plan.patches) for r in reports if r.plan),
@@ -213,6 +222,26 @@ def parts(ctl: Controller, spec: OperationsSpec, samples: int) -> dict[str, Any]
         "list_pods_s": med(timed(lambda: ctl.kube.list_pods(spec.worker_selector), samples)),
         "reconcile_s": med(timed(lambda: reconcile(obs, ctl.state, spec, time.time()), samples)),
     }
+
+
+def profiled(ctl: Controller, path: Path) -> str:
+    """One more steady tick under cProfile; the statistics go to ``path``, the top functions are returned.
+
+    slurmctld may flag the unreachable records NOT_RESPONDING between two ticks, which makes a tick patch
+    thousands of annotations: such a tick is thrown away and the next one profiled (up to five tries).
+    """
+    for _ in range(5):
+        prof = cProfile.Profile(time.process_time)  # CPU time: waiting for the servers is not the controller's cost
+        prof.enable()
+        report = ctl.tick()
+        prof.disable()
+        if report.plan is not None and report.plan.empty:
+            break
+    path.parent.mkdir(parents=True, exist_ok=True)
+    prof.dump_stats(path)
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+    return text.getvalue()
 
 
 def latency(ctl: Controller, lab: SlurmLab, url: str, samples: int, interval: float) -> dict[str, Any]:
@@ -305,8 +334,10 @@ def table(results: list[dict[str, Any]]) -> str:
         ("list Kubernetes nodes ms", [ms(r["list_kube_nodes_s"]) for r in results]),
         ("list pods ms", [ms(r["list_pods_s"]) for r in results]),
         ("reconcile alone ms", [ms(r["reconcile_s"]) for r in results]),
-        ("loop interval s", [f"{r['interval_s']:g}" for r in results]),
     ]
+    if any("interval_s" not in r for r in results):  # --no-latency
+        return _lines(head, rows)
+    rows.append(("loop interval s", [f"{r['interval_s']:g}" for r in results]))
     for key, label in (
         ("drain_to_cordon", "Slurm drain -> cordon s (median / max)"),
         ("resume_to_uncordon", "Slurm resume -> uncordon s"),
@@ -314,6 +345,10 @@ def table(results: list[dict[str, Any]]) -> str:
         ("uncordon_to_resume", "uncordon -> Slurm resume s"),
     ):
         rows.append((label, [f"{r[key]['median']:.2f} / {r[key]['max']:.2f}" for r in results]))
+    return _lines(head, rows)
+
+
+def _lines(head: list[str], rows: list[tuple[str, list[str]]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join([label, *cells]) + " |" for label, cells in rows]
     return "\n".join(lines)
@@ -321,26 +356,41 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--nodes", type=int, default=4096, help="Slurm node records, Kubernetes nodes and pods")
+    ap.add_argument(
+        "--nodes",
+        type=int,
+        nargs="+",
+        default=[4096],
+        help="Slurm node records, Kubernetes nodes and pods (one run each)",
+    )
     ap.add_argument("--flavor", choices=["auto", "host", "chroot"], default="auto", help="auto: every one installed")
     ap.add_argument("--samples", type=int, default=5, help="ticks / latency rounds to take the median of")
     ap.add_argument("--interval", type=float, default=2.0, help="controller loop interval for the latency runs")
     ap.add_argument("--quick", action="store_true", help="64 nodes, 1 sample, first flavor installed")
     ap.add_argument("--json", type=Path, help="also write the raw figures here")
+    ap.add_argument("--no-latency", action="store_true", help="steady ticks only: skip the state-change latency runs")
+    ap.add_argument("--profile", type=Path, help="profile one more steady tick (cProfile); .pstats files go here")
     args = ap.parse_args()
     if args.quick:
-        args.nodes, args.samples, args.interval = 64, 1, 0.5
+        args.nodes, args.samples, args.interval = [64], 1, 0.5
     flavors: list[Flavor] = available_flavors() if args.flavor == "auto" else [args.flavor]
     if args.quick:
         flavors = flavors[:1]
     if not flavors:
         raise SystemExit("no Slurm flavor installed: run tools/install-slurm.sh as root")
-    if args.nodes <= STARTED + 1:
+    if min(args.nodes) <= STARTED + 1:
         raise SystemExit(f"--nodes must be above {STARTED + 1}")
-    results = [measure(f, args.nodes, args.samples, args.interval) for f in flavors]
+    results = [
+        measure(f, n, args.samples, args.interval, not args.no_latency, args.profile)
+        for f in flavors
+        for n in args.nodes
+    ]
     info = machine()
     print(f"Machine: {info['cpu']}, {info['nproc']} CPUs, {info['memory_gib']} GiB, Python {info['python']}\n")
     print(table(results))
+    for r in results:
+        if "profile" in r:
+            print(f"\nProfile of one steady tick, {r['flavor']}, {r['nodes']} nodes:\n{r['profile']}")
     if args.json:
         args.json.write_text(json.dumps({"machine": info, "results": results}, indent=1))
 

@@ -1,9 +1,10 @@
 #!/bin/sh
 # Installs everything a Slurm pod runs onto a Debian or Ubuntu base image: Slurm at the declared
-# version, munge, sshd, the NFS client (and server, for the in-cluster NFS pod), catatonit as the
-# workers' init, sudo, python3 with the project's pod-side Python pieces, and the fixed users the
-# manifests rely on. The production image (a CUDA base) and the test image (a plain Debian base)
-# run this same script; see images/Dockerfile and docs/containers.md.
+# version (with slurmdbd and its MySQL plugin), munge, sshd, the NFS client (and server, for the
+# in-cluster NFS pod), MariaDB (the in-cluster accounting database), catatonit as the workers' init,
+# sudo, python3 with the project's pod-side Python pieces, and the fixed users the manifests rely on.
+# The production image (a CUDA base) and the test image (a plain Debian base) run this same script;
+# see images/Dockerfile and docs/containers.md.
 #
 # Environment:
 #   SLURM_VERSION  the declaration's image.slurmVersion (25.05 or 25.05.3). When the base's package
@@ -33,6 +34,9 @@ add_user() {  # name uid home
 add_user munge 400 /run/munge
 add_user slurm 401 /var/spool/slurmctld
 add_user slurmrestd 402 /nonexistent
+# MariaDB's own user, fixed before mariadb-server's postinst would make one with a free system uid: the
+# database pod runs as it and its volume is handed to it (fsGroup 403).
+add_user mysql 403 /nonexistent
 
 # No package may start a daemon during the build.
 printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
@@ -41,22 +45,25 @@ chmod 755 /usr/sbin/policy-rc.d
 apt-get update --error-on=any
 # catatonit: PID 1 of the worker container, so slurmd is its direct child and orphaned slurmstepd
 # processes are reaped. nfs-kernel-server + rpcbind: the in-cluster NFS server pod (local stacks).
+# mariadb-server + mariadb-client: the in-cluster accounting database pod (mariadbd, mariadb-install-db,
+# and the mariadb / mariadb-admin / mariadb-dump clients its init, probes and backups use).
 apt-get install -y --no-install-recommends \
     ca-certificates munge openssh-server openssh-client nfs-common nfs-kernel-server rpcbind \
-    util-linux procps iproute2 sudo catatonit python3 python3-venv libnss-extrausers
+    util-linux procps iproute2 sudo catatonit python3 python3-venv libnss-extrausers \
+    mariadb-server mariadb-client
 
 candidate="$(apt-cache policy slurmctld 2>/dev/null | sed -n 's/^ *Candidate: *//p' | sed 's/^[0-9]*://')"
 have="$(echo "$candidate" | cut -d. -f1-2)"
 if [ -n "$candidate" ] && [ "$candidate" != "(none)" ] && [ "$have" = "$want" ]; then
     log "Slurm $want from packages ($candidate)"
     apt-get install -y --no-install-recommends \
-        slurmctld slurmd slurm-client slurmrestd slurm-wlm-basic-plugins slurm-wlm-jwt-plugin
+        slurmctld slurmd slurm-client slurmrestd slurm-wlm-basic-plugins slurm-wlm-jwt-plugin slurmdbd
 else
     log "the package registry has Slurm '${candidate:-none}', not $want: building $SLURM_VERSION from source"
     case "$SLURM_VERSION" in *.*.*) ;; *) die "a source build needs the full version (e.g. 25.05.3), got $SLURM_VERSION" ;; esac
     apt-get install -y --no-install-recommends \
         build-essential curl bzip2 pkg-config libmunge-dev libhwloc-dev libjson-c-dev libyaml-dev \
-        libjwt-dev libpmix-dev libdbus-1-dev libhttp-parser-dev
+        libjwt-dev libpmix-dev libdbus-1-dev libhttp-parser-dev default-libmysqlclient-dev
     nvml=""
     [ -d /usr/local/cuda ] && nvml="--with-nvml=/usr/local/cuda"
     curl -fsSL "https://download.schedmd.com/slurm/slurm-${SLURM_VERSION}.tar.bz2" -o /tmp/slurm.tar.bz2
@@ -72,9 +79,19 @@ else
 fi
 got="$(slurmctld -V | awk '{print $2}' | cut -d. -f1-2)"
 [ "$got" = "$want" ] || die "slurmctld -V reports $got, the declaration says $want"
+# slurmdbd keeps its records through this plugin; a source build without the MySQL headers silently
+# leaves it out, and slurmdbd would then refuse StorageType=accounting_storage/mysql at start.
+command -v slurmdbd >/dev/null || die "slurmdbd is not installed"
+find /usr/lib /usr/lib64 -name accounting_storage_mysql.so 2>/dev/null | grep -q . ||
+    die "accounting_storage_mysql.so is missing: slurmdbd cannot reach its database"
+command -v mariadbd >/dev/null || die "mariadbd is not installed"
 
 install -d -o slurm -g slurm /var/spool/slurmctld /var/log/slurm /etc/slurm
 install -d /var/spool/slurmd /run/slurm /opt/slonk/scripts /etc/slonk
+# The database pod mounts its own volume at /var/lib/mysql and makes the system tables there at first
+# start; the ones mariadb-server's postinst made in the image would only hide under that mount.
+rm -rf /var/lib/mysql
+install -d -o mysql -g mysql -m 0750 /var/lib/mysql /run/mysqld
 
 # The declared users (the slurm-users Secret, mounted at /etc/slonk/users in every pod) through NSS:
 # libnss-extrausers reads passwd and group from /var/lib/extrausers, which points there. Nothing is
@@ -126,4 +143,4 @@ fi
 
 apt-get clean
 rm -rf /var/lib/apt/lists/*
-log "done: $(slurmctld -V), $(munged -V 2>&1 | head -n1), $(ssh -V 2>&1)"
+log "done: $(slurmctld -V), $(munged -V 2>&1 | head -n1), $(ssh -V 2>&1), $(mariadbd --version)"

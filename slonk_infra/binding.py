@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 
 # The label the cloud layers put on their system nodes and the Slurm layer selects (spelled in vocab).
+from slonk_infra.vocab import MARIADB_PORT
 from slonk_infra.vocab import SYSTEM_ROLE as SYSTEM_ROLE
 from slonk_infra.vocab import SYSTEM_ROLE_LABEL as SYSTEM_ROLE_LABEL
 
@@ -31,6 +32,25 @@ class VolumeSource:
     name: str
     pv_source: Mapping[str, Any]
     depends_on: Sequence[pulumi.Resource] = ()
+
+
+@dataclass(frozen=True)
+class AccountingDatabase:
+    """A cloud-managed MySQL server a cloud layer created for slurmdbd (Cloud SQL, RDS).
+
+    The Slurm layer reads it as :class:`slonk_infra.kube.inputs.DatabaseConnection`.
+    """
+
+    host: pulumi.Input[str]
+    """The server's private address (slurmdbd.conf StorageHost)."""
+    password: pulumi.Input[str]
+    """The password the cloud layer generated for ``user`` (a secret Output)."""
+    port: int = MARIADB_PORT
+    """The server's port (MySQL's 3306)."""
+    user: str = "slurm"
+    """The database user slurmdbd logs in as."""
+    database: str = "slurm_acct_db"
+    """The database slurmdbd keeps its tables in."""
 
 
 @dataclass(frozen=True)
@@ -55,3 +75,6 @@ class CloudResult:
     # The system node pool / node group the controller, login and slurmrestd pods select: what their
     # Pulumi awaits must start after (empty on local, where the nodes already exist).
     system_nodes: Sequence[pulumi.Resource] = ()
+    # The cloud-managed database slurmdbd uses (slurm.accounting.database.kind: cloud: Cloud SQL, RDS),
+    # with the password this layer generated for it; None for every other kind.
+    accounting_database: AccountingDatabase | None = None

@@ -14,7 +14,9 @@ from typing import Any, NoReturn
 
 import click
 
+from slonk_infra.accounting.records import Assoc, State, format_tres, format_wall
 from slonk_infra.clouds import MissingExtraError, build_plan, require_sdk, stack_config_problems
+from slonk_infra.declaration.accounting import ROOT_ACCOUNT
 from slonk_infra.declaration.errors import DeclarationError, Problem, StackFileError
 from slonk_infra.declaration.stacks import load_declaration, load_stack_config, stack_name
 from slonk_infra.plan import ClusterPlan
@@ -316,6 +318,83 @@ def _plain_path(value: object) -> str | None:
     if text is None or "\n" in text or not Path(text).expanduser().is_file():
         return None
     return str(Path(text).expanduser())
+
+
+@main.command(epilog=STACK_HELP)
+@click.argument("stack")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the desired state as the reconciler reads it (the ConfigMap key desired.json).",
+)
+@STRICT
+@STACKS_DIR
+def accounting(stack: str, as_json: bool, strict: bool, stacks_dir: Path | None) -> None:
+    """Print the QOS, accounts and users' associations STACK's slurm.accounting asks slurmdbd to hold."""
+    from slonk_infra.accounting.desired import desired_state
+    from slonk_infra.accounting.wire import dump_state
+
+    plan = _plan(stack, stacks_dir, strict)
+    spec = plan.declaration.slurm.accounting
+    if spec is None:
+        click.echo(f"stack {stack_name(stack)}: cluster {plan.name} has no slurm.accounting; slurmdbd holds nothing")
+        return
+    state = desired_state(spec, plan.name)
+    if as_json:
+        click.echo(dump_state(state), nl=False)
+        return
+    click.echo(f"stack {stack_name(stack)}: cluster {plan.name}, slurmdbd ({spec.database.kind}) is to hold:")
+    click.echo("  qos:" + ("" if state.qos else " (only Slurm's normal)"))
+    for q in (state.qos[n] for n in sorted(state.qos)):
+        click.echo(
+            f"    {q.name:16} "
+            + _settings(
+                Priority=q.priority or None,
+                Preempt=",".join(sorted(q.preempt)) or None,
+                MaxTRESPerUser=format_tres(q.max_tres_per_user) or None,
+                MaxTRESPerAccount=format_tres(q.max_tres_per_account) or None,
+                MaxWall=format_wall(q.max_wall) if q.max_wall is not None else None,
+            )
+        )
+    click.echo("  associations:" + ("" if state.assocs else " (none declared)"))
+    for a in _tree(state):
+        if a.user is None:
+            click.echo(
+                f"    account {a.account:16} "
+                + _settings(
+                    Parent=a.parent,
+                    Fairshare=a.fairshare,
+                    GrpTRES=format_tres(a.grp_tres) or None,
+                    QOS=",".join(sorted(a.qos)) or None,
+                    DefaultQOS=a.default_qos,
+                )
+            )
+        else:
+            default = state.users.get(a.user)
+            mark = " (default account)" if default is not None and default.default_account == a.account else ""
+            click.echo(f"      user {a.user:16} " + _settings(GrpTRES=format_tres(a.grp_tres) or None) + mark)
+
+
+def _settings(**values: object) -> str:
+    """``Key=value`` for each value that is set, as sacctmgr names them; ``-`` when none is."""
+    return " ".join(f"{k}={v}" for k, v in values.items() if v is not None) or "-"
+
+
+def _tree(state: State) -> list[Assoc]:
+    """Accounts depth first from root's children, each followed by its users' associations."""
+    accounts = {a.account: a for a in state.assocs.values() if a.user is None}
+    users = sorted((a for a in state.assocs.values() if a.user is not None), key=lambda a: str(a.user))
+    out: list[Assoc] = []
+
+    def walk(parent: str | None, seen: frozenset[str]) -> None:
+        for name in sorted(n for n, a in accounts.items() if a.parent == parent and n not in seen):
+            out.append(accounts[name])
+            out.extend(u for u in users if u.account == name)
+            walk(name, seen | {name})
+
+    walk(ROOT_ACCOUNT, frozenset())
+    return out
 
 
 if __name__ == "__main__":

@@ -42,6 +42,12 @@ NETWORK_COMPONENT = "network"
 SCHEDULING_COMPONENT = "scheduling"
 NAMESPACE_COMPONENT = "namespace"
 OPERATIONS_COMPONENT = "operations"  # the operations controller (slonk_infra.ops), whose NAME_LABEL is its own
+SLURMDBD_COMPONENT = "slurmdbd"  # slurmdbd and the accounting reconciler beside it
+# The in-cluster accounting database (MariaDB); the policy pack finds its StatefulSet by this label. Its pods
+# carry ACCOUNTING_DATABASE_NAME as NAME_LABEL, not APP, so the namespace-wide "slurm-internal" policy does not
+# select them and only the database's own policy admits traffic to them.
+ACCOUNTING_DATABASE_COMPONENT = "accounting-database"
+ACCOUNTING_DATABASE_NAME = "slurm-accounting-database"
 
 # ----------------------------------------------------------------------------------- annotations
 CONFIG_HASH = "slonk.dev/config-hash"  # rolls controller, login and slurmrestd pods when the Slurm config changes
@@ -79,6 +85,21 @@ JWT_FILE = "jwt_hs256.key"  # key of the JWT Secret, and the file slurm.conf nam
 CONTROLLER_STATE_CLAIM = "slurmctld-state"
 RESTAPI = "slurmrestd"
 CONTROLLER_BUDGET = "slurmctld"
+# Accounting (slurm.accounting.database kind in-cluster or cloud): slurmdbd's Deployment and Service (the
+# AccountingStorageHost of slurm.conf), the in-cluster database's StatefulSet and Service.
+SLURMDBD = "slurmdbd"
+ACCOUNTING_DATABASE = "accounting-database"
+# How slurmdbd reaches its database: keys host, port, user, database, password. The only object holding the
+# password; slurmdbd.conf (SLURMDBD_CONF_SECRET) has none, the pod joins it in at start.
+DATABASE_SECRET = "slurmdbd-database"
+SLURMDBD_CONF_SECRET = "slurmdbd-conf"
+ACCOUNTING_MAP = "slurm-accounting"  # desired.json: the accounting state the reconciler keeps slurmdbd at
+ACCOUNTING_DESIRED_FILE = "desired.json"
+ACCOUNTING_SCRIPTS_MAP = "slurm-accounting-scripts"  # the database's and slurmdbd's start scripts, my.cnf
+# Characters a generated database password may hold beyond letters and digits: none of them needs quoting
+# in slurmdbd.conf (where '#' starts a comment and blanks end a value) or between quotes in SQL. The pods'
+# scripts refuse a password with any other character.
+DATABASE_PASSWORD_SPECIALS = "_-.:+"
 
 
 def worker_priority(namespace: str) -> str:
@@ -127,6 +148,7 @@ SUDOERS_FILE = "/etc/sudoers.d/slonk-users"
 SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SLURMRESTD_PORT = 6820
+MARIADB_PORT = 3306  # MySQL's port, the in-cluster database's and a cloud database's
 
 # ------------------------------------------------------------------------------ paths in the pods
 MUNGE_SOCKET_DIR = "/run/munge"  # shared by munged and the Slurm daemons
@@ -134,11 +156,18 @@ MUNGE_SECRET_DIR = "/etc/munge-secret"  # the Secret, root-owned, as Kubernetes 
 MUNGE_PRIVATE_DIR = "/run/munge-key"  # munged's own copy, owned by munge
 RUN_SLURM_DIR = "/run/slurm"  # per-pod flags (a leaving worker's "terminating" mark)
 NFS_EXPORT_DIR = "/exports"
+ACCOUNTING_DIR = "/etc/slurm-accounting"  # ACCOUNTING_MAP in the slurmdbd pod, read by the reconciler
+MARIADB_VOLUME_DIR = "/var/lib/mysql"  # the database's volume; the datadir is its data/ subdirectory
+MARIADB_SOCKET_DIR = "/run/mysqld"  # where Debian's mariadb clients look for the server's socket
+# The pods' Python with the project's package (images/install.sh); the system python3 does not have it.
+POD_PYTHON = "/opt/slonk/venv/bin/python3"
 
 # ---------------------------------------------------------------------------------------- users
 SLURM_UID = 401
 # slurmrestd refuses to run as root or as SlurmUser; the image has a user of its own for it.
 SLURMRESTD_UID = 402
+# mariadbd's user in the image (images/install.sh), fixed so the database volume can be handed to it.
+MYSQL_UID = 403
 
 
 def labels(component: str, **extra: str) -> dict[str, str]:

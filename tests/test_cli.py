@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -175,19 +176,22 @@ def test_check_reports_a_shared_wrong_image_once_as_its_root_cause(tmp_path: Pat
     assert grouped.exit_code == listed.exit_code == 1
     every = [line for line in listed.output.splitlines() if line.startswith("[mandatory]")]
     lines = [line for line in grouped.output.splitlines() if line.startswith("[mandatory]")]
-    # Every Slurm StatefulSet runs the image twice (munged init container and the main container);
-    # slurmrestd's Deployment once. All of them run the stack's one image: one finding, one line.
-    resources = {line.split(" container ")[0].removesuffix(" init") for line in every}
-    statefulsets = {r for r in resources if " StatefulSet " in r}
-    assert len(every) == len(set(every)) == 2 * len(statefulsets) + len(resources - statefulsets)
+    # Every Slurm StatefulSet runs the image at least twice (munged init container and the main container),
+    # slurmrestd's Deployment once, slurmdbd's in each of its containers. All of them run the stack's one
+    # image: one finding, one line.
+    per_resource = Counter(line.split(" container ")[0].removesuffix(" init") for line in every)
+    resources = set(per_resource)
+    assert len(every) == len(set(every))
+    assert all(n >= 2 for r, n in per_resource.items() if " StatefulSet " in r), per_resource
+    assert any("Deployment slurm/slurmdbd" in r for r in resources), sorted(resources)
     (line,) = lines
     assert line.startswith(
         f"[mandatory] uniform-cuda-image: image {shipped} is not the configured Slurm image {other} "
         f"({len(every)} violations on {len(resources)} resources: "
     )
     assert line.endswith("; --all lists each)")
-    # --all: the same finding, each violation once, by resource URN (slurmrestd's Deployment sorts first).
-    assert "Deployment slurm/slurmrestd container slurmrestd" in every[0]
+    # --all: the same finding, each violation once, by resource URN (the Deployments sort first).
+    assert "Deployment slurm/slurmdbd container reconciler" in every[0]
     verdict = f"gcp: FAILED - {len(every)} mandatory, 0 advisory violation(s)"
     assert verdict in grouped.output and verdict in listed.output
 
@@ -233,7 +237,7 @@ def test_check_sarif_to_a_file_is_valid_and_points_at_the_stack_file(floating_gc
     # Standard output keeps the text report for the CI log.
     assert result.output.splitlines()[0].startswith("check gcp: ")
     assert result.output.endswith(
-        "gcp: FAILED - 30 mandatory, 0 advisory violation(s)\nsarif report written to policy.sarif\n"
+        "gcp: FAILED - 38 mandatory, 0 advisory violation(s)\nsarif report written to policy.sarif\n"
     )
     log = json.loads((floating_gcp / "policy.sarif").read_text(encoding="utf-8"))
     assert sarif_schema.errors(log) == []
@@ -359,3 +363,32 @@ def test_status_without_a_reachable_cluster_is_one_clear_error(tmp_path: Path) -
     missing = tmp_path / "no-such-kubeconfig"
     result = invoke("status", "--kubeconfig", str(missing))
     assert_one_clear_error(result, "cannot read the cluster")
+
+
+def test_accounting_prints_the_intended_associations_and_the_reconcilers_input() -> None:
+    from slonk_infra.accounting.desired import desired_state
+    from slonk_infra.accounting.wire import load_state
+    from slonk_infra.clouds import build_plan
+    from slonk_infra.declaration.stacks import load_declaration
+
+    stack = str(REPO / "examples" / "Pulumi.research.yaml")
+    result = invoke("accounting", stack)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "stack research: cluster research, slurmdbd (external) is to hold:"
+    assert "    interactive      Priority=100 Preempt=scavenge MaxWall=04:00:00" in lines
+    # Children under their parent, each account followed by its users.
+    accounts = [ln.split()[1] for ln in lines if ln.startswith("    account ")]
+    assert accounts.index("lab") < accounts.index("students")
+    assert any(ln.startswith("      user alice ") and ln.endswith("(default account)") for ln in lines)
+    as_json = invoke("accounting", stack, "--json")
+    assert as_json.exit_code == 0, as_json.output
+    spec = build_plan(load_declaration(stack)).declaration.slurm.accounting
+    assert spec is not None
+    assert load_state(as_json.output) == desired_state(spec, "research")
+
+
+def test_accounting_of_a_stack_without_it_says_so() -> None:
+    result = invoke("accounting", str(STACKS / "Pulumi.local.yaml"))
+    assert result.exit_code == 0, result.output
+    assert result.output == "stack local: cluster slonk-local has no slurm.accounting; slurmdbd holds nothing\n"

@@ -14,6 +14,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from slonk_infra import vocab
 from testing.e2e.commands import PROJECT_COMMANDS
 from tests.source_imports import imported_modules
 
@@ -91,3 +92,23 @@ def test_the_pod_commands_are_put_on_path() -> None:
     assert match, "images/install.sh no longer links the pod commands onto PATH"
     assert set(match.group(1).split()) == set(PROJECT_COMMANDS)
     assert POD_COMMANDS == {"slonk-health": "slonk_infra.health.cli", "slonk-ops": "slonk_infra.ops.main"}
+
+
+def test_the_image_carries_slurmdbd_its_mysql_plugin_and_mariadb() -> None:
+    """The accounting pods (slonk_infra.kube.accounting) run slurmdbd and MariaDB from the one image."""
+    text = INSTALL.read_text(encoding="utf-8")
+    # slurmdbd beside the other Slurm packages, and the MySQL headers a source build needs for its plugin.
+    assert re.search(r"slurmctld slurmd slurm-client .*\bslurmdbd\b", text)
+    assert re.search(r"build-essential (.*\\\n)*.*default-libmysqlclient-dev", text)
+    assert 'die "accounting_storage_mysql.so is missing' in text
+    # The server and the clients its init, probes and backups call.
+    assert re.search(r"libnss-extrausers \\\n\s+mariadb-server mariadb-client\n", text)
+
+
+def test_the_database_user_has_the_uid_the_manifests_give_it() -> None:
+    text = INSTALL.read_text(encoding="utf-8")
+    uids = {name: int(uid) for name, uid in re.findall(r"^add_user (\w+) (\d+) ", text, flags=re.MULTILINE)}
+    assert uids["mysql"] == vocab.MYSQL_UID
+    assert uids["slurm"] == vocab.SLURM_UID
+    # Made before the packages, so mariadb-server's postinst finds it and makes no other.
+    assert text.index("add_user mysql") < text.index("apt-get install")

@@ -59,6 +59,7 @@ def test_decode_benchmark_runs_and_prints_its_table() -> None:
     assert proc.returncode == 0, proc.stderr
     for row in ("| slurm nodes |", "| kubernetes nodes |", "| pods |", "| all three |"):
         assert row in proc.stdout
+    assert "| unchanged answer, ms |" in proc.stdout  # the steady tick's path, through the record cache
 
 
 def test_replace_benchmark_runs_and_calls_the_cloud_once_per_verdict(tmp_path: Path) -> None:

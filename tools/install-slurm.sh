@@ -20,12 +20,16 @@ export DEBIAN_FRONTEND=noninteractive
 # AuthAltTypes=auth/jwt, which slurmctld cannot load without it.
 # iproute2 provides `ip`, used to give the chroot flavor's private network an address.
 # slurmrestd: the operations controller's tests talk to real slurmrestd (testing/slurmlab/restd.py).
-HOST_PKGS=(slurm-wlm slurm-wlm-jwt-plugin munge debootstrap iproute2 slurmrestd)
+# mariadb-server, mariadb-client, slurmdbd: the accounting tests start a private MariaDB and slurmdbd
+# (testing/slurmlab/dbd.py); slurmdbd carries accounting_storage_mysql.so. Their services are never
+# started (policy-rc.d below); the tests start their own daemons by PID.
+HOST_PKGS=(slurm-wlm slurm-wlm-jwt-plugin munge debootstrap iproute2 slurmrestd mariadb-server mariadb-client slurmdbd)
 CHROOT_PKGS=(slurmctld slurmd slurm-client slurm-wlm-jwt-plugin munge slurmrestd)
 
 host_missing() {
     local c
-    for c in slurmctld slurmd sinfo scontrol munged munge debootstrap slurmrestd; do
+    for c in slurmctld slurmd sinfo scontrol munged munge debootstrap slurmrestd \
+        slurmdbd sacctmgr sacct mariadbd mariadb-install-db mariadb setpriv; do
         command -v "$c" >/dev/null 2>&1 || { echo "$c"; return 0; }
     done
     for c in "${HOST_PKGS[@]}"; do
@@ -37,6 +41,14 @@ host_missing() {
 
 if host_missing >/dev/null; then
     log "installing host packages (${HOST_PKGS[*]})"
+    # Without systemd, maintainer scripts start services through invoke-rc.d, which asks policy-rc.d:
+    # exit 101 forbids it (invoke-rc.d(8)). Docker's Debian images ship one; a host without one gets it
+    # while this script runs, so no mariadb or slurmdbd service is ever started.
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+        chmod 755 /usr/sbin/policy-rc.d
+        trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    fi
     apt-get update
     apt-get install -y --no-install-recommends "${HOST_PKGS[@]}"
 fi
@@ -107,5 +119,7 @@ leak="$(grep -c " $(realpath "$CHROOT")/" /proc/self/mountinfo || true)"
 host_ver="$(slurmctld -V)" || die "host slurmctld -V failed"
 chroot_ver="$(in_chroot slurmctld -V)" || die "chroot slurmctld -V failed"
 munge_host="$(munged -V 2>&1 | head -n1)"
+mariadb_ver="$(mariadbd --version | head -n1)" || die "mariadbd --version failed"
 echo "host:   $host_ver ($munge_host)"
+echo "host:   slurmdbd with $(dpkg-query -W -f='${Version}' slurmdbd), $mariadb_ver"
 echo "chroot: $chroot_ver at $CHROOT"

@@ -1,5 +1,5 @@
-"""The accounting reconciler's pure core: what slurmdbd should hold, what it holds, and the sacctmgr commands
-between them.
+"""The accounting reconciler: what slurmdbd should hold, what it holds, the sacctmgr commands between them,
+and the process that runs them.
 
 - :mod:`~slonk_infra.accounting.records`: QOS, associations and users as plain records; a :class:`State`.
 - :mod:`~slonk_infra.accounting.sacctmgr`: the ``sacctmgr -P -n show ...`` commands and the parser of their
@@ -7,7 +7,12 @@ between them.
 - :mod:`~slonk_infra.accounting.desired`: the :class:`State` a declaration's ``slurm.accounting`` asks for.
 - :mod:`~slonk_infra.accounting.reconcile`: the ordered ``sacctmgr -i`` commands from one to the other, the
   drift (what slurmdbd holds that the declaration lacks) and what running jobs hold back.
+- :mod:`~slonk_infra.accounting.wire`: the desired :class:`State` as stable JSON (the render's ConfigMap key
+  ``desired.json``) and back.
+- :mod:`~slonk_infra.accounting.runner` and ``python3 -m slonk_infra.accounting``: the process beside
+  slurmdbd that reads ``desired.json``, runs the listings and the plan, reports drift and held deletions, and
+  with ``--interval`` does it again, re-reading the file each time.
 
-Nothing here runs a command; the process that will (a Job beside slurmdbd) is not built yet (docs/accounting.md).
-Only :mod:`~slonk_infra.accounting.desired` reads the declaration, so the rest can run in a pod without it.
+Only :mod:`~slonk_infra.accounting.desired` reads the declaration, so the rest runs in a pod without it
+(docs/accounting.md, *The reconciler*).
 """

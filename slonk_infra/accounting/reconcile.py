@@ -35,9 +35,11 @@ OWN_ACCOUNTS = frozenset({"root"})
 OWN_USERS = frozenset({"root"})
 OWN_QOS = frozenset({"normal"})
 # sacctmgr(1): "To clear a previously set value use the modify command with a new value of -1"; a Preempt
-# list is restored to its default with '' (sacctmgr strips the quotes itself, so no shell is needed).
+# list is emptied with nothing after '=': sacctmgr(1)'s "Preempt=''" is what a shell turns into "Preempt=".
+# Checked against slurmdbd 22.05: the argument "Preempt=''" (quotes kept, as without a shell) is refused
+# ("You gave me an empty qos list"), "Preempt=-1" too ("You gave a bad qos '1'"); "Preempt=" empties it.
 CLEAR = "-1"
-CLEAR_LIST = "''"
+CLEAR_LIST = ""
 
 
 @dataclass(frozen=True)

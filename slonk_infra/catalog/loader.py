@@ -107,7 +107,9 @@ def tpu_vms(generation: TpuGeneration, topology: str, chips_per_vm: int) -> int:
 
 def _load_yaml(name: str) -> dict[str, Any]:
     text = resources.files("slonk_infra").joinpath("data").joinpath(name).read_text(encoding="utf-8")
-    data: dict[str, Any] = yaml.safe_load(text)
+    # libyaml's loader where PyYAML has it (the pinned wheels do): the catalog parses in a tenth of the time,
+    # to the same data.
+    data: dict[str, Any] = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return data
 
 

@@ -34,10 +34,15 @@ SLURMDBD_PORT = 6819
 # Default size of the database volume of an in-cluster or cloud database. A choice, not a Slurm figure:
 # job records are a few kB each, so 50 GiB holds tens of millions of jobs before purging is needed.
 DEFAULT_DATABASE_GIB = 50
-# The database kinds this release deploys. in-cluster and cloud need the database and slurmdbd pods, which
-# are not built yet (docs/accounting.md): slurm.conf would name a slurmdbd nobody runs and slurmctld would not
-# start (22.05 exits, 26.05 waits), so they are refused until those land; add them here then.
-BUILT_KINDS: tuple[str, ...] = ("external",)
+# kind: cloud's default server sizes, both 2 vCPUs and 8 GiB (slurmdbd's load is its job records; Slurm's
+# accounting.html asks for an InnoDB buffer pool of 5-50% of the server's memory, which both clouds size from
+# the memory themselves). Cloud SQL Enterprise custom tier db-custom-<vCPUs>-<MiB>
+# (https://cloud.google.com/sql/docs/mysql/instance-settings); RDS db.m6g.large
+# (https://docs.aws.amazon.com/AmazonRDS/latest/UserGuide/Concepts.DBInstanceClass.Summary.html).
+DEFAULT_CLOUD_SQL_TIER = "db-custom-2-8192"
+DEFAULT_RDS_CLASS = "db.m6g.large"
+# Cloud SQL tiers are db-<...> with dashes, RDS classes db.<family>.<size>; the adapters check which one.
+INSTANCE_CLASS_PATTERN = r"^db[-.][a-z0-9][a-z0-9.-]{1,62}$"
 # Slurm creates the root account itself and keeps "normal", the QOS every association gets unless told
 # otherwise (sacctmgr(1); accounting.html). Neither may be declared; both may be named.
 ROOT_ACCOUNT = "root"
@@ -83,9 +88,9 @@ class DatabaseSpec(_Model):
 
     kind: Literal["in-cluster", "cloud", "external"] = Field(
         default="in-cluster",
-        description="in-cluster: a database and slurmdbd run as pods in the namespace (not built yet); cloud: "
-        "slurmdbd in the namespace on the cloud's managed MySQL (Cloud SQL, RDS; not built yet); external: an "
-        "existing slurmdbd at host:port, yours to run and upgrade.",
+        description="in-cluster: MariaDB (a StatefulSet with a retained claim) and slurmdbd run as pods in the "
+        "namespace; cloud: slurmdbd in the namespace on the cloud's managed MySQL (Cloud SQL, RDS), created with "
+        "backups and deletion protection; external: an existing slurmdbd at host:port, yours to run and upgrade.",
     )
     host: str | None = Field(
         default=None,
@@ -106,8 +111,40 @@ class DatabaseSpec(_Model):
         "Not allowed with external.",
     )
 
+    instance_class: str | None = Field(
+        default=None,
+        pattern=INSTANCE_CLASS_PATTERN,
+        description=f"cloud: the database server's size: a Cloud SQL machine tier on gcp (default "
+        f"{DEFAULT_CLOUD_SQL_TIER}: 2 vCPUs, 8 GiB) or an RDS DB instance class on aws (default "
+        f"{DEFAULT_RDS_CLASS}: 2 vCPUs, 8 GiB). Only with kind: cloud.",
+    )
+    high_availability: bool | None = Field(
+        default=None,
+        description="cloud: a standby in a second zone that takes over on failure (Cloud SQL availability type "
+        "REGIONAL, RDS Multi-AZ); default false (one zone; backups and point-in-time recovery still on). Only with "
+        "kind: cloud.",
+    )
+    private_services_access: Literal["create", "existing"] | None = Field(
+        default=None,
+        description="cloud on gcp: how Cloud SQL gets its private address in gcp.network. create (the default): "
+        "this stack reserves a range for Google's services and peers the network with them (private services "
+        "access); existing: the network already has that connection (one per network: another stack or service "
+        "made it), and Cloud SQL takes an address from its ranges. Only with kind: cloud.",
+    )
+
     @model_validator(mode="after")
     def _kind(self) -> DatabaseSpec:
+        if self.kind != "cloud":
+            for key, value in (
+                ("instanceClass", self.instance_class),
+                ("highAvailability", self.high_availability),
+                ("privateServicesAccess", self.private_services_access),
+            ):
+                if value is not None:
+                    raise ValueError(
+                        f"{key} is for kind: cloud (the cloud's managed MySQL); with kind: {self.kind} there is no "
+                        "cloud database to size or place; remove it or use kind: cloud"
+                    )
         if self.kind == "external" and not self.host:
             raise ValueError("kind: external needs host (the existing slurmdbd's host name or address)")
         if self.kind != "external" and self.host is not None:
@@ -350,15 +387,6 @@ def accounting_problems(
         ]
     qos_names = {q.name for q in spec.qos} | {BUILTIN_QOS}
     out: list[Problem] = []
-    if spec.database.kind not in BUILT_KINDS:
-        out.append(
-            (
-                f"{ROOT}.database.kind",
-                f"{spec.database.kind!r} is not built yet: its database and slurmdbd pods are still to come "
-                "(docs/accounting.md), and slurmctld does not start without a slurmdbd; use kind: external "
-                "with the host of a slurmdbd you run",
-            )
-        )
     out += _duplicates(f"{ROOT}.accounts", [a.name for a in spec.accounts], "account")
     out += _duplicates(f"{ROOT}.qos", [q.name for q in spec.qos], "QOS")
     account_names = {a.name for a in spec.accounts}
@@ -452,8 +480,9 @@ def _too_many(path: str, limit: int, cluster_gpus: int) -> Problem:
 
 __all__ = [
     "BUILTIN_QOS",
-    "BUILT_KINDS",
+    "DEFAULT_CLOUD_SQL_TIER",
     "DEFAULT_DATABASE_GIB",
+    "DEFAULT_RDS_CLASS",
     "ROOT_ACCOUNT",
     "SLURMDBD_PORT",
     "AccountSpec",

@@ -167,13 +167,19 @@ class DatabaseArgs(TypedDict):
     """Where job accounting is stored: which slurmdbd slurmctld talks to, and its database."""
 
     kind: NotRequired[str]
-    """in-cluster: a database and slurmdbd run as pods in the namespace (not built yet); cloud: slurmdbd in the namespace on the cloud's managed MySQL (Cloud SQL, RDS; not built yet); external: an existing slurmdbd at host:port, yours to run and upgrade. One of: in-cluster, cloud, external. Default: in-cluster."""
+    """in-cluster: MariaDB (a StatefulSet with a retained claim) and slurmdbd run as pods in the namespace; cloud: slurmdbd in the namespace on the cloud's managed MySQL (Cloud SQL, RDS), created with backups and deletion protection; external: an existing slurmdbd at host:port, yours to run and upgrade. One of: in-cluster, cloud, external. Default: in-cluster."""
     host: NotRequired[str]
     """external: the host name or address of the existing slurmdbd (AccountingStorageHost). Not allowed with in-cluster or cloud, whose slurmdbd is the namespace's own Service."""
     port: NotRequired[int]
     """The port slurmdbd listens on (AccountingStoragePort; slurmdbd's default 6819). Default: 6819."""
     storage_gib: NotRequired[int]
     """in-cluster / cloud: size of the database's volume in GiB (default 50). Not allowed with external."""
+    instance_class: NotRequired[str]
+    """cloud: the database server's size: a Cloud SQL machine tier on gcp (default db-custom-2-8192: 2 vCPUs, 8 GiB) or an RDS DB instance class on aws (default db.m6g.large: 2 vCPUs, 8 GiB). Only with kind: cloud."""
+    high_availability: NotRequired[bool]
+    """cloud: a standby in a second zone that takes over on failure (Cloud SQL availability type REGIONAL, RDS Multi-AZ); default false (one zone; backups and point-in-time recovery still on). Only with kind: cloud."""
+    private_services_access: NotRequired[str]
+    """cloud on gcp: how Cloud SQL gets its private address in gcp.network. create (the default): this stack reserves a range for Google's services and peers the network with them (private services access); existing: the network already has that connection (one per network: another stack or service made it), and Cloud SQL takes an address from its ranges. Only with kind: cloud. One of: create, existing."""
 
 
 class PriorityWeightsArgs(TypedDict):

@@ -155,7 +155,11 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         "ports": [{"name": "slurmctld", "containerPort": vocab.SLURMCTLD_PORT}],
         "securityContext": restricted(run_as=vocab.SLURM_UID),
         "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "8Gi"}},
-        "startupProbe": {"exec": {"command": ping}, "periodSeconds": 5, "failureThreshold": 60},
+        # A config change rolls the controllers one at a time, each Ready before the next (StatefulSet
+        # RollingUpdate), and kubelet probes only every periodSeconds: with 5 s / 10 s each step of a roll
+        # waited up to that long after slurmctld was already answering. Short periods make a planned roll
+        # as long as slurmctld's own start; a ping is one small RPC. Five minutes to start, as before.
+        "startupProbe": {"exec": {"command": ping}, "periodSeconds": 1, "failureThreshold": 300},
         # With a backup, liveness is this daemon's port only: scontrol ping asks every controller in
         # turn, and a peer that accepts but does not answer would hold it past the probe's timeout,
         # restarting a healthy controller because of the other one.
@@ -165,7 +169,7 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
             "timeoutSeconds": 10,
             "failureThreshold": 4,
         },
-        "readinessProbe": {"exec": {"command": ping}, "periodSeconds": 10, "timeoutSeconds": 10},
+        "readinessProbe": {"exec": {"command": ping}, "periodSeconds": 2, "timeoutSeconds": 10},
         "volumeMounts": [*common_mounts(), config_mount(), state_mount, *shared],
     }
     env: list[Obj] = []
@@ -173,6 +177,9 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         env.append({"name": "SLONK_BACKUPS", "value": backups})
     if push_config_after_start(plan):  # before 23.11 slurmctld.sh pushes the files (push-config.sh)
         env.append({"name": "SLONK_PUSH_CONFIG", "value": "1"})
+    accounting = plan.declaration.slurm.accounting
+    if accounting is not None and accounting.database.kind != "external":  # slurmctld.sh waits for slurmdbd
+        env.append({"name": "SLONK_AWAIT_SLURMDBD", "value": "1"})
     if env:
         container["env"] = env
     pod_spec = slurm_pod_spec(

@@ -26,6 +26,27 @@ class ClusterIPOf(str):
 
 
 @dataclass(frozen=True)
+class DatabaseConnection:
+    """The MySQL-compatible server slurmdbd keeps its records in, and how slurmdbd logs in to it.
+
+    A cloud layer hands one over for ``slurm.accounting.database.kind: cloud`` (Cloud SQL, RDS: the
+    instance's private address and the password it generated); for ``in-cluster`` the Slurm layer makes
+    its own (the namespace's MariaDB Service). Values may be Pulumi Outputs; nothing here inspects them.
+    """
+
+    host: Any
+    """The server's address or DNS name (slurmdbd.conf StorageHost)."""
+    password: Any = "<database-password>"
+    """The password of ``user``, plain text (a secret Output); it goes only into a Secret."""
+    port: int = vocab.MARIADB_PORT
+    """The server's port (StoragePort; MySQL's 3306)."""
+    user: str = "slurm"
+    """The database user slurmdbd logs in as (StorageUser)."""
+    database: str = "slurm_acct_db"
+    """The database slurmdbd keeps its tables in (StorageLoc; slurmdbd.conf(5)'s default name)."""
+
+
+@dataclass(frozen=True)
 class KubeInputs:
     """What the Slurm layer needs from outside the plan.
 
@@ -49,6 +70,10 @@ class KubeInputs:
     operations_account_annotations: Mapping[str, Any] = field(default_factory=dict)
     """Annotations of the operations controller's ServiceAccount that bind it to its cloud identity
     (GKE Workload Identity); empty on EKS (Pod Identity binds by name) and on local."""
+    cloud_database: DatabaseConnection | None = None
+    """The cloud-managed database of ``slurm.accounting.database.kind: cloud`` (Cloud SQL, RDS); None otherwise."""
+    database_password: Any = "<database-password>"
+    """The generated password of the in-cluster database (``kind: in-cluster``), plain text."""
 
 
 class CloudVolume(Protocol):
@@ -57,6 +82,36 @@ class CloudVolume(Protocol):
     @property
     def pv_source(self) -> Mapping[str, Any]:
         """PersistentVolume spec keys saying where the data is (``csi`` or ``nfs``, ``mountOptions``)."""
+        ...
+
+
+class CloudDatabase(Protocol):
+    """A cloud-managed accounting database as a cloud layer hands it over
+    (:class:`slonk_infra.binding.AccountingDatabase`)."""
+
+    @property
+    def host(self) -> Any:
+        """The server's private address."""
+        ...
+
+    @property
+    def password(self) -> Any:
+        """The generated password of ``user``."""
+        ...
+
+    @property
+    def port(self) -> int:
+        """The server's port."""
+        ...
+
+    @property
+    def user(self) -> str:
+        """The database user slurmdbd logs in as."""
+        ...
+
+    @property
+    def database(self) -> str:
+        """The database slurmdbd keeps its tables in."""
         ...
 
 
@@ -86,6 +141,11 @@ class CloudFacts(Protocol):
         """Annotations binding the operations controller's ServiceAccount to its cloud identity."""
         ...
 
+    @property
+    def accounting_database(self) -> CloudDatabase | None:
+        """The cloud-managed accounting database this layer created (``kind: cloud``); None otherwise."""
+        ...
+
 
 @dataclass(frozen=True)
 class ClusterKeys:
@@ -97,6 +157,14 @@ class ClusterKeys:
     """The login pods' SSH host key (OpenSSH private key)."""
     jwt_key_b64: Any = None
     """slurmctld's JWT signing key; None without slurmrestd."""
+    database_password: Any = None
+    """The in-cluster accounting database's password, plain text; None unless ``kind: in-cluster``."""
+
+
+def _database(db: CloudDatabase | None) -> DatabaseConnection | None:
+    if db is None:
+        return None
+    return DatabaseConnection(host=db.host, password=db.password, port=db.port, user=db.user, database=db.database)
 
 
 def from_cloud(cloud: CloudFacts, keys: ClusterKeys) -> KubeInputs:
@@ -112,4 +180,6 @@ def from_cloud(cloud: CloudFacts, keys: ClusterKeys) -> KubeInputs:
         system_selector={vocab.SYSTEM_ROLE_LABEL: vocab.SYSTEM_ROLE} if cloud.pin_to_pools else {},
         topology_labels=tuple(cloud.topology_labels),
         operations_account_annotations=dict(cloud.operations_account_annotations),
+        cloud_database=_database(cloud.accounting_database),
+        **({"database_password": keys.database_password} if keys.database_password is not None else {}),
     )

@@ -13,7 +13,7 @@ One builder module per role (:mod:`~slonk_infra.kube.controller`, :mod:`~slonk_i
 
 from __future__ import annotations
 
-from slonk_infra.kube import cluster_wide, controller, login, restapi, state_backup, storage, worker
+from slonk_infra.kube import accounting, cluster_wide, controller, login, restapi, state_backup, storage, worker
 from slonk_infra.kube.inputs import ClusterIPOf, KubeInputs
 from slonk_infra.kube.operations import operations_for
 from slonk_infra.kube.pod import Obj
@@ -39,6 +39,8 @@ def build_manifests(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | N
         login.service(plan),
         *cluster_wide.network_policies(plan),
         *storage.storage_objects(plan, inp),
+        # Before slurmctld: Slurm upgrades slurmdbd first, and the component makes slurmctld wait for it.
+        *accounting.accounting_objects(plan, inp),
         controller.state_claim(plan),
         controller.statefulset(plan, files, inp),
         *state_backup.cronjob(plan, inp),

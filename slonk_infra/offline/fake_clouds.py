@@ -25,6 +25,7 @@ FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFI
 FAKE_VPC_CIDR = "10.0.0.0/16"
 FAKE_ACCOUNT = "123456789012"
 FAKE_RANDOM_B64 = base64.b64encode(b"offline-mock-random-bytes-not-a-real-key").decode()
+FAKE_PASSWORD = "offlineMockPasswordNotARealOne42"
 FAKE_PRIVATE_KEY = (
     "-----BEGIN OPENSSH PRIVATE KEY-----\noffline-mock-not-a-real-key\n-----END OPENSSH PRIVATE KEY-----\n"
 )
@@ -98,6 +99,23 @@ FAKE_OUTPUTS: dict[str, Fake] = {
         outputs=lambda n, s: {"base64": FAKE_RANDOM_B64, "hex": FAKE_RANDOM_B64.encode().hex()}
     ),
     "tls:index/privateKey:PrivateKey": Fake(outputs=lambda n, s: {"privateKeyOpenssh": FAKE_PRIVATE_KEY}),
+    "random:index/randomPassword:RandomPassword": Fake(outputs=lambda n, s: {"result": FAKE_PASSWORD}),
+    # The accounting database (slurm.accounting.database.kind: cloud): its private address exists only
+    # once it does.
+    "gcp:sql/databaseInstance:DatabaseInstance": Fake(
+        outputs=lambda n, s: {
+            "privateIpAddress": after_deploy(f"{n}.privateIpAddress"),
+            "connectionName": f"{s.get('project')}:{s.get('region')}:{s['name']}",
+        }
+    ),
+    "aws:rds/instance:Instance": Fake(
+        outputs=lambda n, s: {
+            "address": after_deploy(f"{n}.address"),
+            "endpoint": after_deploy(f"{n}.endpoint"),
+            "arn": f"arn:aws:rds:us-east-1:{FAKE_ACCOUNT}:db:{s.get('identifier', n)}",
+        },
+        id=lambda n, s: str(s.get("identifier", n)),
+    ),
     # The id of a stack reference is the referenced stack's name, as the engine answers; its outputs cannot
     # be answered here (see run_offline).
     "pulumi:pulumi:StackReference": Fake(id=lambda n, s: str(s["name"])),

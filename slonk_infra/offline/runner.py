@@ -42,11 +42,14 @@ from typing import Any, Generic, TypeVar
 import grpc  # type: ignore[import-untyped]
 import pulumi
 from google.protobuf import json_format  # type: ignore[import-untyped]
+from pulumi import _types as sdk_types
 from pulumi.output import Unknown
+from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime import rpc
-from pulumi.runtime.mocks import MockMonitor
-from pulumi.runtime.proto import callback_pb2, callback_pb2_grpc, resource_pb2
+from pulumi.runtime.mocks import MockMonitor, _resolve_callbacks
+from pulumi.runtime.proto import callback_pb2, callback_pb2_grpc, resource_pb2, source_pb2
 from pulumi.runtime.stack import Stack, massage
+from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 # The fake clouds live in their own module; their names stay importable from here.
 from slonk_infra.offline.fake_clouds import (
@@ -149,17 +152,38 @@ def _copy_field(src: Any, src_name: str, dst: Any, dst_name: str) -> None:
         setattr(dst, dst_name, getattr(src, src_name))
 
 
+def _has_unknown(value: Any) -> bool:
+    """Whether deserialised inputs hold an unknown anywhere (one walk; they hold no cycles)."""
+    if isinstance(value, Unknown):
+        return True
+    if isinstance(value, dict):
+        return any(_has_unknown(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unknown(v) for v in value)
+    return False
+
+
 def _with_sentinels(value: Any) -> Any:
     """Deserialised inputs with each unknown as the wire's sentinel, which the render shows as known after
     deploy (deserialised as under ``pulumi up``, an unknown would be ``None`` and its key dropped)."""
-    if not rpc.contains_unknowns(value):
-        return value
     if isinstance(value, Unknown):
         return UNKNOWN
     if isinstance(value, dict):
         return {k: _with_sentinels(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_with_sentinels(v) for v in value]
+    return value
+
+
+def _without_unknowns(value: Any) -> Any:
+    """What ``rpc.deserialize_properties`` without ``keep_unknowns`` gives for the same wire value: an unknown
+    is ``None``, and a mapping drops the keys whose value is ``None``."""
+    if isinstance(value, Unknown):
+        return None
+    if isinstance(value, dict):
+        return {k: v for k, item in value.items() if (v := _without_unknowns(item)) is not None}
+    if isinstance(value, list):
+        return [_without_unknowns(v) for v in value]
     return value
 
 
@@ -188,17 +212,37 @@ class RecordingMonitor(MockMonitor):
             return response
         own = list(request.transforms)
         request = self._transformed(request)
-        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
-        self._own_callbacks[response.urn] = own
-        self._parents[response.urn] = request.parent
+        # What the SDK's MockMonitor.RegisterResource does, but with the inputs deserialised once, keeping
+        # unknowns: the record needs them, and the mocks get them as the SDK would hand them over
+        # (unknowns dropped). Deserialising twice cost about a tenth of a large program's run. The event
+        # loop is the one resource references in the inputs are rehydrated on, on this worker thread.
+        urn = self.make_urn(request.parent, request.type, request.name)
+        _ensure_event_loop()  # type: ignore[no-untyped-call]
+        inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+        unknowns = _has_unknown(inputs)
+        args = pulumi.runtime.MockResourceArgs(
+            typ=request.type,
+            name=request.name,
+            inputs=_without_unknowns(inputs) if unknowns else inputs,
+            provider=request.provider,
+            resource_id=request.importId,
+            custom=request.custom or False,
+            transforms=_resolve_callbacks(request.transforms),
+        )
+        rid: Any  # None where the mocks give no id: passed on as the SDK's monitor passes it
+        rid, state = self.mocks.new_resource(args)
+        answer = _sync_await(rpc.serialize_properties(state, {}))
+        self.resources[urn] = MockMonitor.ResourceRegistration(urn, rid, state)
+        self._own_callbacks[urn] = own
+        self._parents[urn] = request.parent
         self.registrations.append(
             Registration(
                 type=request.type,
                 name=request.name,
-                urn=response.urn,
+                urn=urn,
                 parent=request.parent,
                 custom=bool(request.custom),
-                inputs=_with_sentinels(rpc.deserialize_properties(request.object, keep_unknowns=True)),
+                inputs=_with_sentinels(inputs) if unknowns else inputs,
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
                 delete_before_replace=bool(request.deleteBeforeReplace),
@@ -207,7 +251,7 @@ class RecordingMonitor(MockMonitor):
                 custom_timeouts=_timeouts(request),
             )
         )
-        return response
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=rid, object=answer)
 
     def RegisterResourceOutputs(self, request: Any) -> Any:
         if request.urn and request.urn == self._stack_urn:
@@ -378,7 +422,7 @@ def run_offline(
         return pulumi.Output.from_input(resolve(value)).apply(lambda v: holder.__setitem__("resolved", v))
 
     try:
-        with _unknown_stack_references():
+        with _unknown_stack_references(), _no_stack_traces(), _memoised_type_helpers():
             pulumi.runtime.test(body)()  # type: ignore[no-untyped-call]
     finally:
         monitor.close()
@@ -411,6 +455,65 @@ def _unknown_stack_references() -> Iterator[None]:
         yield
     finally:
         cls.__init__ = original  # type: ignore[method-assign]
+
+
+@contextmanager
+def _no_stack_traces() -> Iterator[None]:
+    """While it lasts, resources register with an empty stack trace and no source position.
+
+    The SDK walks the Python stack (``traceback.extract_stack``, reading every frame's source line) for each
+    resource it registers and sends the frames to the engine, which shows them in its diagnostics. The
+    mock monitor drops them, and on a large program the walk cost about a tenth of the run.
+    """
+    original = getattr(sdk_resource, "_get_stack_trace", None)
+    if original is None:  # another SDK release: leave it as it is
+        yield
+        return
+    sdk_resource._get_stack_trace = source_pb2.StackTrace
+    try:
+        yield
+    finally:
+        sdk_resource._get_stack_trace = original
+
+
+# Pure functions of a type annotation that the SDK calls for every value it serialises or resolves (about
+# 100,000 calls in a large program, each taking the annotation apart again with typing.get_origin).
+_TYPE_HELPERS = (
+    (sdk_types, "unwrap_type"),
+    (sdk_types, "unwrap_optional_type"),
+    (sdk_types, "_is_optional_type"),
+    (sdk_types, "_is_union_type"),
+    (rpc, "_get_list_element_type"),
+)
+
+
+def _memoised(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn`` with its answers kept by argument (an unhashable argument is passed through, not kept)."""
+    answers: dict[Any, Any] = {}
+
+    def call(arg: Any) -> Any:
+        try:
+            return answers[arg]
+        except KeyError:
+            answer = answers[arg] = fn(arg)
+            return answer
+        except TypeError:
+            return fn(arg)
+
+    return call
+
+
+@contextmanager
+def _memoised_type_helpers() -> Iterator[None]:
+    """While it lasts, the SDK's type-annotation helpers of :data:`_TYPE_HELPERS` remember their answers."""
+    originals = [(module, name, getattr(module, name)) for module, name in _TYPE_HELPERS if hasattr(module, name)]
+    for module, name, fn in originals:
+        setattr(module, name, _memoised(fn))
+    try:
+        yield
+    finally:
+        for module, name, fn in originals:
+            setattr(module, name, fn)
 
 
 async def _false() -> bool:

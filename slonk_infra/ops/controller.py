@@ -30,7 +30,7 @@ from slonk_infra.ops.metrics import Metrics
 from slonk_infra.ops.model import KubeNode, KubePod, SlurmJob, SlurmNode, WorkerSet
 from slonk_infra.ops.records import JobRecord, StateStore
 from slonk_infra.ops.slurm_rest import SlurmError
-from slonk_infra.ops.sync import Decision, Observed, Plan, reconcile
+from slonk_infra.ops.sync import Decision, Observed, Plan, ReconcileMemo, reconcile
 
 T = TypeVar("T")
 
@@ -119,6 +119,7 @@ class Controller:
         self.pools = cloud_pools(cloud_section) if acting and cloud_section is not None else None
         self.faulty_types = frozenset(cloud_section.faulty_host_machine_types if cloud_section else ())
         self._last_failure: BaseException | None = None
+        self.memo = ReconcileMemo()  # quiet nodes' outcomes of the last tick, reused while their records are
 
     @property
     def sizes_pools(self) -> bool:
@@ -153,7 +154,7 @@ class Controller:
         if report.slurm_ok and report.kube_ok:
             report.nodes, report.pods = len(nodes), len(pods)
             obs = Observed({n.name: n for n in nodes}, {n.name: n for n in knodes}, {p.name: p for p in pods})
-            plan = reconcile(obs, self.state, self.spec, now)
+            plan = reconcile(obs, self.state, self.spec, now, self.memo)
             report.plan = plan
             self._apply(plan, report)
             self.state = plan.state

@@ -17,7 +17,7 @@ import json
 from collections import Counter
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import kubernetes.client as k8s
 import kubernetes.config
@@ -26,8 +26,9 @@ from kubernetes.client.exceptions import ApiException
 
 from slonk_infra.ops.model import KubeNode, KubePod, Taint, WorkerSet
 from slonk_infra.ops.wire import (
-    KUBE_NODES,
-    KUBE_PODS,
+    KUBE_NODE,
+    KUBE_POD,
+    KUBE_RAW_LIST,
     KUBE_STATEFULSETS,
     DecodeError,
     NodeSpec,
@@ -37,10 +38,13 @@ from slonk_infra.ops.wire import (
     PodSpec,
     PodStatus,
     PodWire,
+    RecordCache,
     StatefulSetSpec,
     StatefulSetWire,
 )
 from slonk_infra.vocab import GROUP_LABEL
+
+T = TypeVar("T")
 
 
 class KubeError(RuntimeError):
@@ -104,6 +108,9 @@ class KubeApi:
         self.apps = k8s.AppsV1Api(client)
         self.namespace = namespace
         self.calls: Counter[str] = Counter()
+        # A node or pod unchanged since the last list (byte for byte) is not decoded or read again.
+        self._nodes = RecordCache(KUBE_NODE, node_from)
+        self._pods = RecordCache(KUBE_POD, pod_from)
 
     @classmethod
     def in_cluster(cls, namespace: str) -> KubeApi:
@@ -145,24 +152,31 @@ class KubeApi:
         except DecodeError as exc:
             raise KubeError(f"{kind}: not a list the controller can read: {exc}") from None
 
+    @staticmethod
+    def _records(kind: str, cache: RecordCache[T], items: list[msgspec.Raw] | None) -> list[T]:
+        try:
+            return cache.records(items or ())
+        except DecodeError as exc:
+            raise KubeError(f"{kind}: not a list the controller can read: {exc}") from None
+
     def list_nodes(self, selector: str = "") -> list[KubeNode]:
         """Every node matching ``selector``: one call."""
         answer = self._list(
-            "list_nodes", KUBE_NODES, self.core.list_node, label_selector=selector, resource_version="0"
+            "list_nodes", KUBE_RAW_LIST, self.core.list_node, label_selector=selector, resource_version="0"
         )
-        return [node_from(n) for n in answer.items or ()]
+        return self._records("list_nodes", self._nodes, answer.items)
 
     def list_pods(self, selector: str) -> list[KubePod]:
         """The worker pods: one call."""
         answer = self._list(
             "list_pods",
-            KUBE_PODS,
+            KUBE_RAW_LIST,
             self.core.list_namespaced_pod,
             self.namespace,
             label_selector=selector,
             resource_version="0",
         )
-        return [pod_from(p) for p in answer.items or ()]
+        return self._records("list_pods", self._pods, answer.items)
 
     def list_statefulsets(self, selector: str) -> list[WorkerSet]:
         """The worker StatefulSets (their replicas): one call."""

@@ -20,6 +20,7 @@ Names the controller reads or writes on Kubernetes objects (spelled in :mod:`slo
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -84,7 +85,7 @@ class SlurmNode:
         """slurmd answers slurmctld."""
         return self.state not in _UNREACHABLE_BASES and "NOT_RESPONDING" not in self.flags
 
-    @property
+    @functools.cached_property  # records are kept across ticks; metrics and annotations read this each tick
     def state_text(self) -> str:
         """``IDLE+DRAIN`` style, flags sorted."""
         return "+".join([self.state, *sorted(self.flags)])

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import hostlist
@@ -35,8 +35,17 @@ import msgspec
 
 from slonk_infra.ops.model import SlurmJob, SlurmNode
 from slonk_infra.ops.slurm_records import job_from, node_from
-from slonk_infra.ops.wire import SLURM_JOBS, SLURM_NODES, DecodeError, decode
+from slonk_infra.ops.wire import (
+    SLURM_JOB,
+    SLURM_JOBS_RAW,
+    SLURM_NODE,
+    SLURM_NODES_RAW,
+    DecodeError,
+    RecordCache,
+    decode,
+)
 
+T = TypeVar("T")
 _VERSION_PATH = re.compile(r"^/slurm/v0\.0\.(\d+)/nodes/?$")
 
 
@@ -152,6 +161,9 @@ class SlurmRest:
         self.calls: Counter[str] = Counter()
         self._api: ApiInfo | None = None
         self.last_update = 0.0
+        # A record unchanged since the last list (byte for byte) is not decoded or read again.
+        self._nodes = RecordCache(SLURM_NODE, node_from)
+        self._jobs = RecordCache(SLURM_JOB, job_from)
 
     # ------------------------------------------------------------------ transport
     def _connection(self) -> http.client.HTTPConnection:
@@ -229,14 +241,24 @@ class SlurmRest:
 
     def list_nodes(self) -> list[SlurmNode]:
         """Every node record slurmctld shows (FUTURE ones are hidden, as in sinfo): one call."""
-        answer = self._list(self.api().nodes_path, "list_nodes", SLURM_NODES)
+        path = self.api().nodes_path
+        answer = self._list(path, "list_nodes", SLURM_NODES_RAW)
+        nodes = self._records(path, self._nodes, answer.nodes)
         self.last_update = time.time()
-        return [node_from(n) for n in answer.nodes or ()]
+        return nodes
 
     def list_jobs(self) -> list[SlurmJob]:
         """Every job slurmctld still holds: one call."""
-        answer = self._list(self.api().jobs_path, "list_jobs", SLURM_JOBS)
-        return [job_from(j) for j in answer.jobs or ()]
+        path = self.api().jobs_path
+        answer = self._list(path, "list_jobs", SLURM_JOBS_RAW)
+        return self._records(path, self._jobs, answer.jobs)
+
+    @staticmethod
+    def _records(path: str, cache: RecordCache[T], items: list[msgspec.Raw] | None) -> list[T]:
+        try:
+            return cache.records(items or ())
+        except DecodeError as exc:  # an item that is not a record: the answer is unreadable as a whole
+            raise SlurmError(f"GET {path}: not an answer the controller can read: {exc}") from None
 
     def update_nodes(self, names: Sequence[str], state: str, reason: str = "") -> None:
         """Sets ``state`` (DRAIN or RESUME) on ``names``; one call where the API allows it."""

@@ -126,11 +126,49 @@ def fingerprint_of(name: str, verdict: Verdict | None, node: KubeNode | None) ->
     return instance_fingerprint(node) or f"node:{name}"
 
 
+@dataclass(frozen=True)
+class _NodeOutcome:
+    """What a quiet node (no change, decision, remediation, hold or failing verdict) added to a tick."""
+
+    pod: KubePod
+    knode: KubeNode | None
+    slurm: SlurmNode
+    fingerprint: str
+    verdict: Verdict | None
+    out: bool  # listed on its machine's slurm-state annotation
+    cordon: str | None  # its line of its machine's cordon reason
+
+
+@dataclass
+class ReconcileMemo:
+    """What the previous :func:`reconcile` decided for each quiet node and machine, to skip re-deciding it.
+
+    A node is quiet when its tick made no change, decision or patch for it and no remediation, hold or
+    failing verdict concerns it. Its outcome depends only on its pod, machine and Slurm records (the
+    adapters return the very same record objects for unchanged items) and on the settings, so while those
+    are the same objects the outcome is reused. Outcomes that depend on the clock are never kept: a
+    machine with the scheduled-maintenance label, a failing verdict (repeat-offender windows), a running
+    remediation (timeouts). A machine whose inputs (its record, the nodes shown on it, its cordon reasons)
+    are equal to the previous tick's and that needed no patch then needs none now. The plan is the same
+    with or without a memo; only the work differs. ``reused`` counts the nodes skipped by the last call.
+    """
+
+    spec: OperationsSpec | None = None
+    nodes: dict[str, _NodeOutcome] = field(default_factory=dict)
+    machines: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    reused: int = 0
+
+
 class _Tick:
     """The mutable working set of one :func:`reconcile` call."""
 
-    def __init__(self, obs: Observed, state: RemediationState, spec: OperationsSpec, now: float) -> None:
+    def __init__(
+        self, obs: Observed, state: RemediationState, spec: OperationsSpec, now: float, memo: ReconcileMemo
+    ) -> None:
         self.obs, self.spec, self.now = obs, spec, now
+        # Outcomes of the last call are valid only under the same settings.
+        self.before = memo if memo.spec is spec else ReconcileMemo()
+        self.memo = ReconcileMemo(spec)
         # The pool-sizing memory (a list per machine) is never changed here, and the controller replaces
         # rather than edits it: shared, not copied, which at 4,096 machines is most of the copy's cost.
         shared: dict[int, object] = {id(state.hosts): state.hosts, id(state.removals): state.removals}
@@ -153,10 +191,51 @@ class _Tick:
         self.decisions.append(Decision(node, what, why))
 
     # ------------------------------------------------------------------ per Slurm node
-    def node(self, name: str, pod: KubePod) -> None:  # noqa: C901  the decision table for one node, kept whole
-        spec, prefix = self.spec, self.spec.reason_prefix
+    def node(self, name: str, pod: KubePod) -> None:
         slurm = self.obs.slurm_nodes.get(name)
         knode = self.obs.kube_nodes.get(pod.node_name)
+        last = self.before.nodes.get(name)
+        if (
+            last is not None
+            and last.pod is pod
+            and last.knode is knode
+            and last.slurm is slurm
+            and name not in self.state.active
+            and last.fingerprint not in self.state.kept_out
+        ):
+            self._replay(name, last)
+            return
+        marks = (len(self.decisions), len(self.patches))
+        out, cordon = self._decide(name, pod, slurm, knode)
+        if slurm is None or marks != (len(self.decisions), len(self.patches)) or name in self.state.active:
+            return
+        fp, _ = self.machines[name]
+        verdict = self.verdicts.get(name)
+        label = self.spec.signals.scheduled_maintenance_label
+        if (verdict is not None and verdict.failing) or fp in self.state.kept_out:
+            return
+        if knode is not None and label and label in knode.labels:
+            return  # the signal depends on the clock
+        self.memo.nodes[name] = _NodeOutcome(pod, knode, slurm, fp, verdict, out, cordon)
+
+    def _replay(self, name: str, last: _NodeOutcome) -> None:
+        """A quiet node's outcome of the previous tick, added again."""
+        pod = last.pod
+        self.machines[name] = (last.fingerprint, pod.node_name)
+        if last.verdict is not None:
+            self.verdicts[name] = last.verdict
+        if last.out:
+            self.out_on[pod.node_name].append((pod.name, last.slurm))
+        if last.cordon is not None:
+            self.cordons[pod.node_name].append(last.cordon)
+        self.memo.nodes[name] = last
+        self.memo.reused += 1
+
+    def _decide(  # noqa: C901  the decision table for one node, kept whole
+        self, name: str, pod: KubePod, slurm: SlurmNode | None, knode: KubeNode | None
+    ) -> tuple[bool, str | None]:
+        """Decides one node; returns whether it is shown as out on its machine and its cordon line, if any."""
+        spec, prefix = self.spec, self.spec.reason_prefix
         verdict = current_verdict(pod, knode, slurm)
         fp = fingerprint_of(name, verdict, knode)
         self.machines[name] = (fp, pod.node_name)
@@ -168,11 +247,16 @@ class _Tick:
             self.note(name, "remediated", f"{rem.action} finished")
             rem = None
         if slurm is None:
-            return  # FUTURE (hidden) or unknown: the pod's own entrypoint brings it into Slurm
+            return False, None  # FUTURE (hidden) or unknown: the pod's own entrypoint brings it into Slurm
         failing = verdict is not None and verdict.failing
         held = self.state.kept_out.get(fp)
-        again = rem is None and rem_mod.repeat_offender(self.state, fp, pod.uid, self.now, spec.remediation)
-        if failing and held is None and again and verdict is not None:
+        if (
+            failing
+            and held is None
+            and verdict is not None
+            and rem is None
+            and rem_mod.repeat_offender(self.state, fp, pod.uid, self.now, spec.remediation)
+        ):
             held = KeptOut(fingerprint=fp, node=name, reason=verdict.reason, since=self.now)
             self.state.kept_out[fp] = held
             self.note(name, "kept-out", f"{short(fp)} failed again: {verdict.reason}")
@@ -206,6 +290,7 @@ class _Tick:
         where = self._cordon_at(pod, rem, held) if cordon else ""
         if where:
             self.cordons[where].append(f"{name}: {desired}")
+        return bool(pod.node_name) and after.out, f"{name}: {desired}" if where else None
 
     def _cordon_at(self, pod: KubePod, rem: Remediation | None, held: KeptOut | None) -> str:
         """The machine a node's cordon goes on ('' for none): its pod's, or the one under a replace-machine repair."""
@@ -324,36 +409,53 @@ class _Tick:
         replacing = {r.kube_node for r in self.state.active.values() if r.action == "replace-machine"}
         for kname in sorted(self.obs.kube_nodes):
             knode = self.obs.kube_nodes[kname]
-            want: dict[str, str] = {}
             out = sorted(self.out_on.get(kname, []))
-            if out:
-                want[SLURM_STATE] = _cut(",".join(f"{n}={s.state_text}" for n, s in out), MAX_ANNOTATION)
-                want[SLURM_REASON] = _cut("; ".join(f"{n}: {s.reason}" for n, s in out), MAX_ANNOTATION)
-            keys = [SLURM_STATE, SLURM_REASON, REPLACE_MACHINE]
-            if kname in self.replace_notes:
-                want[REPLACE_MACHINE] = self.replace_notes[kname]
-            elif kname in replacing and REPLACE_MACHINE in knode.annotations:
-                want[REPLACE_MACHINE] = knode.annotations[REPLACE_MACHINE]
-            unschedulable: bool | None = None
             why = self.cordons.get(kname)
-            if why:
-                keys += [CORDONED_BY, CORDON_REASON]
-                if not knode.unschedulable or knode.cordoned_by_us:
-                    want[CORDONED_BY] = CORDONED_BY_US
-                    want[CORDON_REASON] = _cut("; ".join(sorted(set(why))), MAX_ANNOTATION)
-                    unschedulable = True if not knode.unschedulable else None
-                    if not knode.unschedulable:
-                        self.note(kname, "cordon", want[CORDON_REASON])
-                else:
-                    # Someone else's cordon already keeps pods off; leave it theirs.
-                    keys = keys[:-2]
-            elif knode.cordoned_by_us:
-                keys += [CORDONED_BY, CORDON_REASON]
-                unschedulable = False if knode.unschedulable else None
-                self.note(kname, "uncordon", "nothing keeps the machine out")
-            diff = _annotation_diff(knode.annotations, want, tuple(keys))
-            if diff or unschedulable is not None:
-                self.patches.append(ObjectPatch("node", kname, diff, unschedulable))
+            inputs = (knode, tuple(out), self.replace_notes.get(kname), kname in replacing, tuple(sorted(why or ())))
+            if self.before.machines.get(kname) == inputs:
+                self.memo.machines[kname] = inputs  # nothing to patch then, nothing now
+                continue
+            marks = (len(self.decisions), len(self.patches))
+            self._machine(kname, knode, out, why, replacing)
+            if marks == (len(self.decisions), len(self.patches)):
+                self.memo.machines[kname] = inputs
+
+    def _machine(
+        self,
+        kname: str,
+        knode: KubeNode,
+        out: list[tuple[str, SlurmNode]],
+        why: list[str] | None,
+        replacing: set[str],
+    ) -> None:
+        want: dict[str, str] = {}
+        if out:
+            want[SLURM_STATE] = _cut(",".join(f"{n}={s.state_text}" for n, s in out), MAX_ANNOTATION)
+            want[SLURM_REASON] = _cut("; ".join(f"{n}: {s.reason}" for n, s in out), MAX_ANNOTATION)
+        keys = [SLURM_STATE, SLURM_REASON, REPLACE_MACHINE]
+        if kname in self.replace_notes:
+            want[REPLACE_MACHINE] = self.replace_notes[kname]
+        elif kname in replacing and REPLACE_MACHINE in knode.annotations:
+            want[REPLACE_MACHINE] = knode.annotations[REPLACE_MACHINE]
+        unschedulable: bool | None = None
+        if why:
+            keys += [CORDONED_BY, CORDON_REASON]
+            if not knode.unschedulable or knode.cordoned_by_us:
+                want[CORDONED_BY] = CORDONED_BY_US
+                want[CORDON_REASON] = _cut("; ".join(sorted(set(why))), MAX_ANNOTATION)
+                unschedulable = True if not knode.unschedulable else None
+                if not knode.unschedulable:
+                    self.note(kname, "cordon", want[CORDON_REASON])
+            else:
+                # Someone else's cordon already keeps pods off; leave it theirs.
+                keys = keys[:-2]
+        elif knode.cordoned_by_us:
+            keys += [CORDONED_BY, CORDON_REASON]
+            unschedulable = False if knode.unschedulable else None
+            self.note(kname, "uncordon", "nothing keeps the machine out")
+        diff = _annotation_diff(knode.annotations, want, tuple(keys))
+        if diff or unschedulable is not None:
+            self.patches.append(ObjectPatch("node", kname, diff, unschedulable))
 
 
 def _annotation_diff(
@@ -369,9 +471,15 @@ def _annotation_diff(
     return diff
 
 
-def reconcile(obs: Observed, state: RemediationState, spec: OperationsSpec, now: float) -> Plan:
-    """Decides one tick. Pure: the inputs are not modified; the new memory is in the plan."""
-    tick = _Tick(obs, state, spec, now)
+def reconcile(
+    obs: Observed, state: RemediationState, spec: OperationsSpec, now: float, memo: ReconcileMemo | None = None
+) -> Plan:
+    """Decides one tick. Pure: the inputs are not modified; the new memory is in the plan.
+
+    ``memo`` (kept by the caller from tick to tick) only saves work on quiet nodes: it is replaced by this
+    tick's outcomes, and the plan is the same without it.
+    """
+    tick = _Tick(obs, state, spec, now, memo or ReconcileMemo())
     timeout = spec.remediation.timeout_seconds
     for rem in tick.state.active.values():
         if not rem.timed_out and now - rem.started > timeout:
@@ -385,6 +493,8 @@ def reconcile(obs: Observed, state: RemediationState, spec: OperationsSpec, now:
         if name not in obs.pods or obs.pods[name].deleting:
             tick.orphan(tick.state.active[name])
     tick.kube_nodes()
+    if memo is not None:
+        memo.spec, memo.nodes, memo.machines, memo.reused = spec, tick.memo.nodes, tick.memo.machines, tick.memo.reused
     slurm = [SlurmUpdate(tuple(sorted(names)), "DRAIN", reason) for reason, names in sorted(tick.drains.items())]
     if tick.resumes:
         slurm.append(SlurmUpdate(tuple(sorted(tick.resumes)), "RESUME"))

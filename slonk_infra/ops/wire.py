@@ -14,9 +14,12 @@ follow the core/v1 API, which does not change shape.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 import msgspec
+
+R = TypeVar("R")
 
 # ----------------------------------------------------------------------------- slurmrestd
 
@@ -174,7 +177,68 @@ class PodList(msgspec.Struct):
     items: list[PodWire] | None = None
 
 
+class SlurmNodesRaw(msgspec.Struct):
+    """``GET .../nodes`` with each record left as its bytes (for :class:`RecordCache`)."""
+
+    nodes: list[msgspec.Raw] | None = None
+    errors: list[Any] | None = None
+
+
+class SlurmJobsRaw(msgspec.Struct):
+    """``GET .../jobs`` with each record left as its bytes (for :class:`RecordCache`)."""
+
+    jobs: list[msgspec.Raw] | None = None
+    errors: list[Any] | None = None
+
+
+class RawList(msgspec.Struct):
+    """A Kubernetes list with each item left as its bytes (for :class:`RecordCache`)."""
+
+    items: list[msgspec.Raw] | None = None
+
+
+class RecordCache(Generic[R]):
+    """The records of the previous answer, by the exact bytes each one came from.
+
+    On a steady cluster nearly every item of a list is byte for byte what it was one tick earlier; its
+    record (immutable) is taken again instead of being decoded and read anew. Only the items of the
+    latest answer are kept, so the cache holds one answer's records and bytes at most. ``built``
+    counts the records made by the last call (the rest were reused).
+    """
+
+    def __init__(self, decoder: msgspec.json.Decoder[Any], build: Callable[[Any], R]) -> None:
+        self.decoder, self.build = decoder, build
+        self._by_bytes: dict[bytes, R] = {}
+        self.built = 0
+
+    def records(self, items: Iterable[msgspec.Raw]) -> list[R]:
+        """The record of each item, in order; a bad item raises as decoding the whole answer would."""
+        before: dict[bytes, R] = self._by_bytes
+        now: dict[bytes, R] = {}
+        out = []
+        built = 0
+        for item in items:
+            key = bytes(item)
+            record = before.get(key)
+            if record is None:
+                record = now.get(key)
+                if record is None:
+                    record = self.build(decode(self.decoder, key))
+                    built += 1
+            now[key] = record
+            out.append(record)
+        self._by_bytes, self.built = now, built
+        return out
+
+
 SLURM_NODES = msgspec.json.Decoder(SlurmNodesAnswer)
+SLURM_NODES_RAW = msgspec.json.Decoder(SlurmNodesRaw)
+SLURM_JOBS_RAW = msgspec.json.Decoder(SlurmJobsRaw)
+SLURM_NODE = msgspec.json.Decoder(SlurmNodeWire)
+SLURM_JOB = msgspec.json.Decoder(SlurmJobWire)
+KUBE_RAW_LIST = msgspec.json.Decoder(RawList)
+KUBE_NODE = msgspec.json.Decoder(NodeWire)
+KUBE_POD = msgspec.json.Decoder(PodWire)
 SLURM_JOBS = msgspec.json.Decoder(SlurmJobsAnswer)
 KUBE_NODES = msgspec.json.Decoder(NodeList)
 KUBE_PODS = msgspec.json.Decoder(PodList)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pulumi_policy import Policy
 
+from slonk_infra.policy.accounting_database_protected import accounting_database_protected
 from slonk_infra.policy.claims_name_a_storage_class import claims_name_a_storage_class
 from slonk_infra.policy.gpu_node_pools_tainted import gpu_node_pools_tainted
 from slonk_infra.policy.gpu_request_matches_gres import gpu_request_matches_gres
@@ -43,11 +44,13 @@ ALL_POLICIES: list[Policy] = [
     no_floating_image_tags,
     claims_name_a_storage_class,
     rbac_least_privilege,
+    accounting_database_protected,
 ]
 
 __all__ = [
     "ALL_POLICIES",
     "PACK_NAME",
+    "accounting_database_protected",
     "gpu_node_pools_tainted",
     "gpu_request_matches_gres",
     "no_floating_image_tags",

@@ -10,17 +10,24 @@ import pulumi
 import pulumi_random as random
 import pulumi_tls as tls
 
-from slonk_infra import tokens
+from slonk_infra import tokens, vocab
 from slonk_infra.binding import CloudResult
 from slonk_infra.kube.inputs import ClusterKeys, from_cloud
 from slonk_infra.kube.manifests import ClusterIPOf, build_manifests
 from slonk_infra.kube.worker import SKIP_AWAIT
-from slonk_infra.plan import ClusterPlan
+from slonk_infra.plan import ClusterPlan, naming
 from slonk_infra.slurm import SlurmFiles, render_slurm_files
 from slonk_infra.slurm_layer.kube_objects import declare
 
 # Objects whose loss loses data: shared filesystems' volumes and claims, the controller's state claim.
 STATEFUL_KINDS = frozenset({"PersistentVolume", "PersistentVolumeClaim"})
+# Objects of these components whose loss loses data though their kind is not stateful: the in-cluster
+# accounting database's StatefulSet, whose claim template holds the job records (the claim itself is
+# retained by Kubernetes, persistentVolumeClaimRetentionPolicy Retain; protecting the StatefulSet keeps
+# Pulumi from replacing it, which would restart the database, or deleting it).
+STATEFUL_COMPONENTS = frozenset({vocab.ACCOUNTING_DATABASE_COMPONENT})
+# The in-cluster database password's length and its characters beyond letters and digits (vocab says why).
+DATABASE_PASSWORD_LENGTH = 32
 # Kinds pulumi-kubernetes waits on until they are ready (their pods Ready, a Service's endpoints and load
 # balancer address); a CronJob, a claim or a ConfigMap is done once the API server has it.
 AWAITED_KINDS = frozenset({"StatefulSet", "Deployment", "DaemonSet", "Service"})
@@ -51,6 +58,29 @@ def system_dependencies(cloud: CloudResult) -> list[pulumi.Resource]:
     nodes: Sequence[pulumi.Resource] = cloud.system_nodes
     volumes = [d for v in cloud.volumes.values() for d in v.depends_on]
     return [*nodes, *volumes]
+
+
+def stateful(obj: dict[str, Any]) -> bool:
+    """Whether ``obj`` holds data: protected in Pulumi and kept in the cluster when removed from the stack."""
+    labels = obj["metadata"].get("labels") or {}
+    return obj["kind"] in STATEFUL_KINDS or labels.get(vocab.COMPONENT) in STATEFUL_COMPONENTS
+
+
+def database_password(name: str, plan: ClusterPlan, parent: pulumi.Resource) -> pulumi.Output[str] | None:
+    """The in-cluster accounting database's password (``kind: in-cluster``), made once and protected: a new
+    one would lock slurmdbd out of the database whose user still has the old one. None for other kinds
+    (a cloud database's password is the cloud layer's; an external slurmdbd's is not ours)."""
+    accounting = plan.declaration.slurm.accounting
+    if accounting is None or accounting.database.kind != "in-cluster":
+        return None
+    password = random.RandomPassword(
+        f"{name}-accounting-database-password",
+        length=DATABASE_PASSWORD_LENGTH,
+        special=True,
+        override_special=vocab.DATABASE_PASSWORD_SPECIALS,
+        opts=pulumi.ResourceOptions(parent=parent, protect=True),
+    )
+    return password.result
 
 
 def _resolve(value: Any, services: dict[str, pulumi.CustomResource]) -> Any:
@@ -85,6 +115,15 @@ class SlurmCluster(pulumi.ComponentResource):
     ) -> None:
         super().__init__(tokens.SLURM_CLUSTER, name, None, opts)
         self.files = render_slurm_files(plan)
+        accounting = plan.declaration.slurm.accounting
+        if accounting is not None and accounting.database.kind == "cloud" and cloud.accounting_database is None:
+            # Rendered without a cloud layer (tests): the Secret gets a placeholder host, which the slurmdbd
+            # pod refuses at start by name (slonk_infra/kube/accounting.py).
+            pulumi.log.warn(
+                "slurm.accounting.database.kind: cloud: the cloud layer handed over no database "
+                "(CloudResult.accounting_database); slurmdbd's pod will refuse to start",
+                resource=self,
+            )
         # The key lives in state as a secret and in the cluster as a Secret; protected because a new key
         # would lock every running daemon out of the others.
         munge = random.RandomBytes(
@@ -104,6 +143,7 @@ class SlurmCluster(pulumi.ComponentResource):
             munge_key_b64=munge.base64,
             login_host_key_b64=host_key.private_key_openssh.apply(_b64),
             jwt_key_b64=jwt.base64 if jwt else None,
+            database_password=database_password(name, plan, self),
         )
         inputs = from_cloud(cloud, keys)
         manifests = build_manifests(plan, self.files, inputs)
@@ -122,11 +162,17 @@ class SlurmCluster(pulumi.ComponentResource):
                 # Its wait starts once what its pods need exists, so the wait measures the pods alone.
                 depends += after_system
                 timeouts = pulumi.CustomTimeouts(create=AWAIT_TIMEOUT, update=AWAIT_TIMEOUT)
-            stateful = kind in STATEFUL_KINDS
+            slurmdbd = self.objects.get(f"Deployment/{vocab.SLURMDBD}")
+            if kind == "StatefulSet" and meta["name"] == naming.CONTROLLER and slurmdbd is not None:
+                # slurmctld after slurmdbd is Ready: Slurm's upgrade order (slurmdbd first, then slurmctld:
+                # https://slurm.schedmd.com/upgrades.html), and on a first deploy slurmctld 22.05 exits when
+                # slurmdbd does not answer at its start.
+                depends.append(slurmdbd)
+            is_stateful = stateful(obj)
             opts_i = pulumi.ResourceOptions.merge(
                 base,
                 pulumi.ResourceOptions(
-                    depends_on=depends, protect=stateful, retain_on_delete=stateful, custom_timeouts=timeouts
+                    depends_on=depends, protect=is_stateful, retain_on_delete=is_stateful, custom_timeouts=timeouts
                 ),
             )
             res = declare(f"{name}-{kind.lower()}-{meta['name']}", _resolve(obj, services), opts_i)

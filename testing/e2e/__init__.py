@@ -19,16 +19,17 @@ from testing.e2e.controller_scenarios import (
     restore_drill,
 )
 from testing.e2e.image import SLURM_VERSION, BuiltImage, build_image, ssh_keygen
-from testing.e2e.jobs import job_state, read, submit, time_to_running, wait_done, wait_job
+from testing.e2e.jobs import LOGIN, job_state, read, submit, time_to_running, wait_done, wait_job
 from testing.e2e.node_scenarios import no_gpus, prolog_seconds
 from testing.e2e.nodes import PROFILES, GpuNode, NodeProfile
 from testing.e2e.podman import Podman, PodmanError, wait_for
 from testing.e2e.pods import DeleteResult, PodInstance, PodOptions
-from testing.e2e.scenarios import SCENARIOS, Scenario
+from testing.e2e.scenarios import SCENARIOS, Scenario, with_partition
 from testing.e2e.stack import DECLARATIONS, ClusterSecrets, Rendered, cloud_result, render, render_raw, rerender
 
 __all__ = [
     "DECLARATIONS",
+    "LOGIN",
     "PROFILES",
     "SCENARIOS",
     "SLURM_VERSION",
@@ -66,4 +67,5 @@ __all__ = [
     "wait_done",
     "wait_for",
     "wait_job",
+    "with_partition",
 ]

@@ -164,6 +164,7 @@ class Cluster:
         name = f"{dep['metadata']['name']}-{digest}-{secrets.token_hex(3)[:5]}"
         pod = self.runner.create(dep, 0, self.options.get(name), name=name)
         self.pods[name] = pod
+        self._release_service_names(pod.labels)  # a Service held while its only pod was gone (Recreate)
         return pod
 
     def deployment_pods(self, name: str) -> list[PodInstance]:
@@ -342,9 +343,14 @@ class Cluster:
             name = dep["metadata"]["name"]
             before = next((d for d in old.deployments() if d["metadata"]["name"] == name), None)
             if before is not None and _template(before) != _template(dep):
+                recreate = (dep["spec"].get("strategy") or {}).get("type") == "Recreate"
                 for pod in self.deployment_pods(name):
-                    self.runner.wait_ready(self._create_from_deployment(dep))
-                    gone, _ = self.delete_pod(pod.name, recreate=False)
+                    if recreate:  # Recreate (slurmdbd): the old pod is gone before the new one starts
+                        gone, _ = self.delete_pod(pod.name, recreate=False)
+                        self.runner.wait_ready(self._create_from_deployment(dep))
+                    else:
+                        self.runner.wait_ready(self._create_from_deployment(dep))
+                        gone, _ = self.delete_pod(pod.name, recreate=False)
                     result.replaced.append(pod.name)
                     result.stop_seconds[pod.name] = gone.total_s
         return result

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from slonk_infra import vocab
 from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
+from slonk_infra.kube.inputs import ClusterKeys, from_cloud
 from slonk_infra.kube.manifests import build_manifests
 from slonk_infra.kube.operations import RUN_AS
 from slonk_infra.policy.props import containers, pod_spec
@@ -23,6 +24,10 @@ from slonk_infra.slurm import render_slurm_files
 from testing.e2e.image import REPO
 from testing.e2e.kube import Obj
 from testing.e2e.podman import Podman
+from testing.e2e.stack import cloud_result
+
+# The component's generated secrets, stood in for: only the objects' commands are read here.
+STAND_IN_KEYS = ClusterKeys(munge_key_b64="", login_host_key_b64="", jwt_key_b64="", database_password="stand-in")
 
 # Console scripts of this project (pyproject [project.scripts]) that pods run: started with --help.
 PROJECT_COMMANDS = ("slonk-health", "slonk-ops")
@@ -53,7 +58,9 @@ def shipped_stack_commands() -> dict[str, str]:
     for path in sorted((REPO / "stacks").glob("Pulumi.*.yaml")):
         stack = path.name.split(".")[1]
         plan = build_plan(load_declaration(str(path)))
-        objects = build_manifests(plan, render_slurm_files(plan), None)
+        # The inputs the component hands the builders (its cloud layer's result: an accounting database
+        # of the cloud's, where declared, is rendered from it).
+        objects = build_manifests(plan, render_slurm_files(plan), from_cloud(cloud_result(plan), STAND_IN_KEYS))
         for word, where in image_commands(objects, plan.declaration.image.reference).items():
             found.setdefault(word, f"stack {stack}: {where}")
     return found

@@ -349,6 +349,9 @@ def user_added_later(cluster: Cluster) -> str:
 
     def add(raw: dict[str, Any]) -> None:
         raw["users"] = [*raw["users"], {"name": name, "uid": uid, "gid": uid, "sshAuthorizedKeys": [key]}]
+        accounts = ((raw.get("slurm") or {}).get("accounting") or {}).get("accounts")
+        if accounts:  # with accounting, a declared user must be in an account (the declaration refuses one in none)
+            accounts[0]["users"] = [*accounts[0].get("users", []), name]
 
     result = cluster.apply(rerender(cluster.rendered, cluster.secrets, add))
     now = (cluster.pods.get("login-0") is login, cluster.started_at("login-0"), cluster.restarts("login-0"))

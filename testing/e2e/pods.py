@@ -331,16 +331,20 @@ class PodRunner:
             return False
 
     def wait_ready(self, pod: PodInstance, timeout: float = 120) -> float:
-        """Wait until every main container's readinessProbe passes (what a rolling update waits for)."""
+        """Wait until every main container's readinessProbe passes (what a rolling update waits for), probed
+        as kubelet probes it: at once, then every periodSeconds, so a roll takes as long here as there."""
         t0 = time.monotonic()
         for cname, ctr in pod.main_specs.items():
             probe = ctr.get("readinessProbe")
             if probe:
                 container = f"{pod.podman_name}-{cname}"
+                period = float(probe.get("periodSeconds", 10))
+                tick = time.monotonic()
                 while not self.probe(container, probe):
                     if time.monotonic() - t0 > timeout:
                         raise PodmanError(f"{pod.name}/{cname} not ready within {timeout:.0f}s")
-                    time.sleep(0.25)
+                    tick += period
+                    time.sleep(max(0.0, tick - time.monotonic()))
         return time.monotonic() - t0
 
     def _wait_probe(self, container: str, probe: Obj, what: str) -> None:

@@ -21,6 +21,16 @@ from typing import Any
 from slonk_infra import vocab
 from slonk_infra.plan import WorkerGroup
 from slonk_infra.slurm.conf import config_pushed_to_workers
+from testing.e2e.accounting_scenarios import (
+    accounting_ready,
+    declaration_changed,
+    fair_share,
+    jobs_recorded,
+    no_account_refused,
+    no_in_cluster_accounting,
+    qos_limit,
+    recreated,
+)
 from testing.e2e.cluster import Cluster
 from testing.e2e.controller_scenarios import (
     backup_lost,
@@ -85,9 +95,14 @@ def cluster_up(cluster: Cluster) -> str:
         raise AssertionError(f"pods with no Slurm node record: {sorted(missing)}")
     # slonk-health ran in every worker pod (at boot, from the entrypoint) and published its verdict on the node.
     verdicts = wait_for("slonk-health verdicts on every node", lambda: _verdicts(cluster, started), 60, interval=1.0)
+    # With enforced accounting no job runs before the reconciler's first pass has made slurmdbd hold the users.
+    accounts = ""
+    if no_in_cluster_accounting(cluster) is None:
+        accounting_ready(cluster)
+        accounts = f"; accounts ready {time.monotonic() - t0:.1f}s after start"
     return (
         f"{len(cluster.pods)} pods started in {started_s:.1f}s; {len(started)} nodes IDLE, "
-        f"{len(future)} FUTURE; start to all IDLE {idle_s:.1f}s; slonk-health verdicts: {verdicts}"
+        f"{len(future)} FUTURE; start to all IDLE {idle_s:.1f}s; slonk-health verdicts: {verdicts}{accounts}"
     )
 
 
@@ -235,7 +250,8 @@ def controller_recreated(cluster: Cluster) -> str:
     )
 
 
-def _with_partition(cluster: Cluster, name: str) -> Callable[[dict[str, Any]], None]:
+def with_partition(cluster: Cluster, name: str) -> Callable[[dict[str, Any]], None]:
+    """A declaration edit adding partition ``name`` over the first worker group (for :func:`rerender`)."""
     plan = cluster.rendered.plan
     first = plan.groups[0].name
 
@@ -264,7 +280,7 @@ def config_change(cluster: Cluster) -> str:
     workers = cluster.workers()
     before = {w: (cluster.started_at(w), cluster.restarts(w)) for w in workers}
     name = f"added{secrets.token_hex(2)}"
-    new = rerender(cluster.rendered, cluster.secrets, _with_partition(cluster, name))
+    new = rerender(cluster.rendered, cluster.secrets, with_partition(cluster, name))
     t0 = time.monotonic()
     result = cluster.apply(new)
     wait_for("slurmctld answering", cluster.controller_answers, 120)
@@ -288,7 +304,9 @@ def config_change(cluster: Cluster) -> str:
         raise AssertionError(f"workers restarted by a config change: {touched}")
     if "slurmctld-0" not in result.replaced:
         raise AssertionError(f"the controller was not rolled (replaced: {result.replaced})")
-    for dep in cluster.rendered.deployments():  # slurmrestd reads slurm.conf only when it starts
+    # slurmrestd reads slurm.conf only when it starts; slurmdbd never reads it (its reconciler's sacctmgr
+    # reads it at every call), so its pod stays.
+    for dep in [d for d in cluster.rendered.deployments() if d["metadata"]["name"] == vocab.RESTAPI]:
         if not any(p.startswith(f"{dep['metadata']['name']}-") for p in result.replaced):
             raise AssertionError(f"{dep['metadata']['name']} was not rolled (replaced: {result.replaced})")
     # A pod whose main process ignores SIGTERM waits out its grace period on every roll (slurmrestd as PID 1 did).
@@ -520,4 +538,10 @@ SCENARIOS = [
     Scenario(16, "the primary controller lost", primary_lost, no_backup_controller),
     Scenario(17, "the backup controller lost", backup_lost, no_backup_controller),
     Scenario(18, "controller state restored from an archive", state_restored, no_state_backup),
+    Scenario(19, "every job recorded in accounting", jobs_recorded, no_in_cluster_accounting),
+    Scenario(20, "a user in no account refused", no_account_refused, no_in_cluster_accounting),
+    Scenario(21, "a QOS limit holds a job", qos_limit, no_in_cluster_accounting),
+    Scenario(22, "fair share orders the queue", fair_share, no_in_cluster_accounting),
+    Scenario(23, "accounting pods recreated", recreated, no_in_cluster_accounting),
+    Scenario(24, "a declaration change reconciled", declaration_changed, no_in_cluster_accounting),
 ]

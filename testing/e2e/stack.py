@@ -50,6 +50,7 @@ DECLARATIONS = {
     "gpu-shaped": HERE / "Pulumi.gpu-shaped.yaml",
     "gpu-eks": HERE / "Pulumi.gpu-eks.yaml",
     "tpu-gke": HERE / "Pulumi.tpu-gke.yaml",
+    "accounting": HERE / "Pulumi.accounting.yaml",
 }
 
 
@@ -64,6 +65,8 @@ class ClusterSecrets:
     user_public_key: str
     munge_key: bytes = field(default_factory=lambda: secrets.token_bytes(1024))
     jwt_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    database_password: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    """The in-cluster accounting database's password (the component's random.RandomPassword)."""
 
     @classmethod
     def make(cls, keys_dir: Path, ssh_keygen: Callable[[list[str]], None]) -> ClusterSecrets:
@@ -86,6 +89,7 @@ class ClusterSecrets:
             munge_key_b64=base64.b64encode(self.munge_key).decode(),
             login_host_key_b64=base64.b64encode(self.login_host_key.encode()).decode(),
             jwt_key_b64=base64.b64encode(self.jwt_key).decode(),
+            database_password=self.database_password,
         )
 
     def kube_inputs(self, plan: ClusterPlan) -> KubeInputs:
@@ -131,7 +135,7 @@ class Rendered:
         return [d for d in self.objects.of_kind("Deployment") if _component(d) in RUNNABLE_DEPLOYMENTS]
 
 
-RUNNABLE_DEPLOYMENTS = {vocab.RESTAPI_COMPONENT}
+RUNNABLE_DEPLOYMENTS = {vocab.RESTAPI_COMPONENT, vocab.SLURMDBD_COMPONENT}
 
 
 def _component(workload: Obj) -> str:
@@ -170,6 +174,15 @@ def rerender(rendered: Rendered, cluster_secrets: ClusterSecrets, mutate: Callab
     return render_raw(rendered.name, rendered.raw, rendered.raw["image"]["slurmVersion"], cluster_secrets, mutate)
 
 
+def _older_topology(raw: dict[str, Any], slurm_version: str) -> list[str]:
+    """topology.yaml came with 25.05: an older image gets the tree plugin (22.05 has it); the stand-in said."""
+    slurm = raw.get("slurm") or {}
+    if slurm.get("topology") != "yaml" or tuple(map(int, slurm_version.split("."))) >= (25, 5):
+        return []
+    raw["slurm"] = {**slurm, "topology": "tree"}
+    return [f"slurm.topology yaml -> tree (Slurm {slurm_version} has no topology.yaml)"]
+
+
 def render_raw(
     name: str,
     declaration: dict[str, Any],
@@ -184,6 +197,7 @@ def render_raw(
     raw["image"] = {**raw["image"], "slurmVersion": slurm_version}
     if declared != slurm_version:
         standins.append(f"image.slurmVersion {declared} -> {slurm_version} (the Slurm the test image carries)")
+    standins += _older_topology(raw, slurm_version)
     if not raw.get("users"):
         raw["users"] = copy.deepcopy(RESEARCHERS)
         standins.append(

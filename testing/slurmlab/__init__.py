@@ -12,10 +12,13 @@ in this directory for the override list and the two flavors.
 * The config rewrite on its own: :func:`render_lab_config` with a :class:`LabContext`, and the
   documented :data:`OVERRIDES`.
 * :class:`RestD`: slurmrestd beside a running lab, with JWT auth.
+* Accounting: :class:`SlurmDbd` (MariaDB and slurmdbd on this machine), :func:`accounting_lab` /
+  :class:`AccountingLab` (a lab whose slurmctld records in it), :func:`require_dbd` (pytest: fail under CI).
 * Processes and ports: :func:`leftover_pids`, :func:`leaked_mounts`, :func:`free_ports`.
 """
 
 from .confrewrite import OVERRIDES, ConfigError, LabContext, Override, RenderedLab, render_lab_config
+from .dbd import MEMBER, MEMBER_UID, OUTSIDER_UID, AccountingLab, SlurmDbd, accounting_lab, require_dbd
 from .health import HEALTHCHECK_STANDIN, stand_in_health_check
 from .lab import (
     CHROOT_ENV,
@@ -40,7 +43,11 @@ __all__ = [
     "CHROOT_ENV",
     "FLAVORS",
     "HEALTHCHECK_STANDIN",
+    "MEMBER",
+    "MEMBER_UID",
+    "OUTSIDER_UID",
     "OVERRIDES",
+    "AccountingLab",
     "ConfigError",
     "ConfigVerdict",
     "Daemon",
@@ -49,8 +56,10 @@ __all__ = [
     "Override",
     "RenderedLab",
     "RestD",
+    "SlurmDbd",
     "SlurmLab",
     "SlurmLabError",
+    "accounting_lab",
     "available_flavors",
     "check_config",
     "chroot_path",
@@ -60,6 +69,7 @@ __all__ = [
     "leftover_pids",
     "missing_reason",
     "render_lab_config",
+    "require_dbd",
     "require_flavor",
     "stand_in_health_check",
 ]

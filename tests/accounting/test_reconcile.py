@@ -162,3 +162,10 @@ def test_a_moved_account_and_a_cleared_default_qos() -> None:
         "modify account where name=b cluster=slonk-gcp set Parent=a",
         "modify account where name=b cluster=slonk-gcp set DefaultQOS=-1",
     ]
+
+
+def test_an_emptied_preempt_list_is_cleared_with_nothing_after_the_equals() -> None:
+    # slurmdbd 22.05 refuses the argument "Preempt=''" (no shell strips the quotes) and "Preempt=-1".
+    spec = {**SPEC, "qos": [{**SPEC["qos"][0], "preempt": []}, SPEC["qos"][1]]}
+    cmds = lines(reconcile(desired(spec), recorded()).commands)
+    assert "modify qos where name=high set Preempt=" in cmds

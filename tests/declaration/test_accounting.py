@@ -117,18 +117,6 @@ CASES: list[tuple[str, Raw, str, list[str]]] = [
         ["accountingHost is the old form", "accounting.database: {kind: external, host: dbd}"],
     ),
     (
-        "a database kind whose pods are not built yet",
-        edit(gcp, _set(["accounting", "database"], {"kind": "in-cluster", "storageGib": 20})),
-        "slurm.accounting.database.kind",
-        ["'in-cluster' is not built yet", "use kind: external"],
-    ),
-    (
-        "the default database kind is refused for now too",
-        edit(gcp, lambda r: (with_accounting(r), acct(r).pop("database"))),
-        "slurm.accounting.database.kind",
-        ["'in-cluster' is not built yet"],
-    ),
-    (
         "storage size for an external database",
         edit(gcp, _set(["accounting", "database", "storageGib"], 20)),
         "slurm.accounting.database",
@@ -232,7 +220,13 @@ CASES: list[tuple[str, Raw, str, list[str]]] = [
     ),
     (
         "allowQos on a partition while accounting is off",
-        edit(gcp, lambda r: r["slurm"].update(partitions=[{"name": "gpu", "pools": ["*"], "allowQos": ["high"]}])),
+        edit(
+            gcp,
+            lambda r: (
+                r["slurm"].pop("accounting", None),
+                r["slurm"].update(partitions=[{"name": "gpu", "pools": ["*"], "allowQos": ["high"]}]),
+            ),
+        ),
         "slurm.partitions[0].allowQos",
         ["partition 'gpu' names QOS ['high'] but slurm.accounting is off"],
     ),

@@ -10,8 +10,12 @@ def test_commands_of_the_cluster_image_without_mounted_scripts_or_other_images()
     plan = plan_for("gcp")
     found = image_commands(objects(plan), plan.declaration.image.reference)
     # slurmrestd runs under catatonit; the operations controller is a console script; the entrypoints
-    # (/opt/slonk/scripts/*.sh) come from a ConfigMap and the TCPXO daemon from another image.
-    assert set(found) == {"catatonit", "slurmrestd", "slonk-ops"}, found
+    # (/opt/slonk/scripts/*.sh) come from a ConfigMap and the TCPXO daemon from another image. With its own
+    # slurmdbd (accounting kind cloud): slurmdbd, the shell of the init that assembles its config, and the
+    # pods' venv Python running the accounting reconciler.
+    assert set(found) == {"catatonit", "slurmrestd", "slonk-ops", "slurmdbd", "sh", "/opt/slonk/venv/bin/python3"}, (
+        found
+    )
     assert found["slonk-ops"] == "Deployment/slonk-ops slonk-ops"
 
 

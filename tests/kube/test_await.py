@@ -110,3 +110,27 @@ def test_without_a_system_pool_the_awaited_objects_still_get_the_longer_timeout(
     run = run_offline(lambda: SlurmCluster(plan.name, plan, CloudResult(provider=None)))
     ctld = next(r for r in run.of_type("kubernetes:apps/v1:StatefulSet") if r.inputs["metadata"]["name"] == "slurmctld")
     assert ctld.custom_timeouts["create"] == AWAIT_TIMEOUT
+
+
+def test_slurmctld_starts_after_the_namespaces_slurmdbd_is_ready() -> None:
+    # The shipped gcp stack runs its own slurmdbd (accounting kind cloud): Pulumi updates slurmctld only once
+    # slurmdbd's Deployment is Ready (Slurm's upgrade order), and the controller's first start waits for it.
+    regs = _layer_with_system_pool("gcp")
+    by_name = {
+        (r.type.rsplit(":", 1)[-1], r.inputs["metadata"]["name"]): r for r in regs if r.type.startswith("kubernetes:")
+    }
+    slurmdbd = by_name[("Deployment", vocab.SLURMDBD)]
+    ctld = by_name[("StatefulSet", "slurmctld")]
+    assert slurmdbd.urn in ctld.dependencies
+    assert awaited(slurmdbd.inputs)
+    env = {e["name"]: e["value"] for e in ctld.inputs["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+    assert env.get("SLONK_AWAIT_SLURMDBD") == "1"
+
+
+def test_without_its_own_slurmdbd_slurmctld_neither_depends_nor_waits() -> None:
+    plan = plan_for("local")
+    run = run_offline(lambda: SlurmCluster(plan.name, plan, CloudResult(provider=None)))
+    assert not [r for r in run.of_type("kubernetes:apps/v1:Deployment") if r.inputs["metadata"]["name"] == "slurmdbd"]
+    ctld = next(r for r in run.of_type("kubernetes:apps/v1:StatefulSet") if r.inputs["metadata"]["name"] == "slurmctld")
+    env = {e["name"] for e in ctld.inputs["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+    assert "SLONK_AWAIT_SLURMDBD" not in env

@@ -129,7 +129,7 @@ def test_a_message_without_a_subject_is_its_own_text() -> None:
 def test_text_is_one_line_per_finding_root_cause_first() -> None:
     text = format_text("gcp", sample(), "packaged policy-config.json")
     lines = text.splitlines()
-    assert lines[0] == "check gcp: 12 policies on 40 resources (packaged policy-config.json)"
+    assert lines[0] == "check gcp: 13 policies on 40 resources (packaged policy-config.json)"
     assert lines[1] == (
         f"[mandatory] uniform-cuda-image: {FLOATING} (4 violations on 3 resources: slonk-gcp-deployment-slurmrestd, "
         "slonk-gcp-statefulset-a, slonk-gcp-statefulset-b; --all lists each)"
@@ -168,7 +168,7 @@ def test_the_runners_format_report_is_the_same_text() -> None:
 def test_a_clean_check_says_ok() -> None:
     clean = CheckResult(resources=40, policies=ALL_POLICIES)
     assert format_text("gcp", clean, "cfg").splitlines() == [
-        "check gcp: 12 policies on 40 resources (cfg)",
+        "check gcp: 13 policies on 40 resources (cfg)",
         "gcp: OK - 0 mandatory, 0 advisory violation(s)",
     ]
 

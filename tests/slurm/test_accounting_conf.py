@@ -113,7 +113,9 @@ def test_the_old_form_renders_as_before_records_only() -> None:
 
 
 def test_no_accounting_no_keys() -> None:
-    conf = body(build_plan(load_declaration("gcp")))
+    raw = copy.deepcopy(load_declaration("gcp"))
+    raw["slurm"].pop("accounting")
+    conf = body(build_plan(raw))
     assert not [k for k in conf if k.startswith(("Accounting", "Priority", "JobAcct"))]
 
 

@@ -126,10 +126,10 @@ def test_a_failed_prolog_requeues_the_job_without_holding_it() -> None:
         )
 
     modern = settings(render_slurm_conf(plan_for("gcp")))  # the gcp stack's image is 25.05
-    assert modern["SchedulerParameters"] == "nohold_on_prolog_fail"
+    assert modern["SchedulerParameters"] == "nohold_on_prolog_fail,batch_sched_delay=0,bf_interval=1"
     assert modern["PrologFlags"] == "Alloc,ForceRequeueOnFail"
     old = settings(render_slurm_conf(plan_for("gcp", slurm_22_05)))
-    assert old["SchedulerParameters"] == "nohold_on_prolog_fail"
+    assert old["SchedulerParameters"] == "nohold_on_prolog_fail,batch_sched_delay=0,bf_interval=1"
     # 22.05 has no ForceRequeueOnFail and refuses to start on it ("fatal: PrologFlags invalid").
     assert old["PrologFlags"] == "Alloc"
 

@@ -139,7 +139,9 @@ def test_prolog_and_slurmd_run_the_health_check_without_the_pod_environment(
 def test_prolog_failures_requeue_and_gpu_partitions_allocate_whole_nodes(lab: tuple[SlurmLab, ClusterPlan]) -> None:
     slurm, plan = lab
     config = show(slurm, "config")
-    assert re.search(r"^SchedulerParameters\s*=\s*nohold_on_prolog_fail$", config, re.M), config
+    assert re.search(
+        r"^SchedulerParameters\s*=\s*nohold_on_prolog_fail,batch_sched_delay=0,bf_interval=1$", config, re.M
+    ), config
     flags = "Alloc,ForceRequeueOnFail" if slurm.flavor == "chroot" else "Alloc"
     assert re.search(rf"^PrologFlags\s*=\s*{flags}$", config, re.M), config
     for p in plan.partitions:
@@ -244,6 +246,9 @@ def test_jobs_survive_a_controller_restart(lab: tuple[SlurmLab, ClusterPlan]) ->
 def test_shipped_stacks_are_accepted_by_slurmctld(flavor: str, stack: str, tmp_path: Path) -> None:
     require_flavor(flavor)  # type: ignore[arg-type]
     raw: dict[str, Any] = copy.deepcopy(load_declaration(stack))
+    # Without a slurmdbd to answer, slurmctld 22.05 stops at start and 26.05 waits: the accounting keys are
+    # read by real slurmctld with a slurmdbd in tests/slurm/test_accounting_conf.py and tests/accounting.
+    raw.get("slurm", {}).pop("accounting", None)
     version, topology = FLAVORS[flavor]
     if flavor == "host":
         raw["image"]["slurmVersion"], raw.setdefault("slurm", {})["topology"] = version, topology

@@ -35,6 +35,7 @@ import pulumi_kubernetes as k8s
 from slonk_infra import tokens
 from slonk_infra.binding import CloudResult
 from slonk_infra.clouds.aws import addons, operations, subnets
+from slonk_infra.clouds.aws.accounting_db import RdsDatabase, rds_database
 from slonk_infra.clouds.aws.storage import AwsSharedStorage, AwsSharedStorageArgs
 from slonk_infra.clouds.aws.target import provider_region_problems
 from slonk_infra.clouds.aws.worker_group import (
@@ -195,6 +196,8 @@ class AwsInfrastructure(CloudComponent):
         self.operations_role = self._operations_identity(cluster_name) if self.operations else None
         self.subnet_tags = self._subnet_tags() if decl.login.service_type == "LoadBalancer" else []
 
+        self.accounting_db = self._accounting_database(cluster_sg)
+
         self.result = CloudResult(
             provider=provider,
             volumes=volumes,
@@ -204,6 +207,7 @@ class AwsInfrastructure(CloudComponent):
             node_pool_names={g: ng.node_group_name for g, ng in self.node_groups.items()},
             kubeconfig=kubeconfig,
             system_nodes=(self.system_group,),
+            accounting_database=self.accounting_db.connection if self.accounting_db else None,
         )
         self.register_outputs(
             {
@@ -211,6 +215,21 @@ class AwsInfrastructure(CloudComponent):
                 "nodeGroups": {g: ng.node_group_name for g, ng in self.node_groups.items()},
                 "filesystems": {v: fs.id for v, fs in self.filesystems.items()},
             }
+        )
+
+    def _accounting_database(self, cluster_sg: pulumi.Input[str]) -> RdsDatabase | None:
+        """slurmdbd's RDS database with ``slurm.accounting.database.kind: cloud`` (:mod:`.accounting_db`)."""
+        decl = self.plan.declaration
+        accounting = decl.slurm.accounting
+        if accounting is None or accounting.database.kind != "cloud":
+            return None
+        return rds_database(
+            self,
+            decl.name,
+            accounting.database,
+            vpc_id=self.vpc_id,
+            subnets=self.subnets,
+            cluster_security_group=cluster_sg,
         )
 
     # -- IAM and cluster -------------------------------------------------------------------------

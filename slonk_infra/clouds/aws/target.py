@@ -198,6 +198,10 @@ TARGET = AwsTarget(
             "aws:efs/fileSystem:FileSystem": "EFS file system",
             "aws:fsx/lustreFileSystem:LustreFileSystem": "FSx for Lustre file system",
             "aws:fsx/openZfsFileSystem:OpenZfsFileSystem": "FSx for OpenZFS file system",
+            # slurmdbd's database (slurm.accounting.database.kind: cloud); an Aurora cluster where a user's
+            # program makes one.
+            "aws:rds/instance:Instance": "RDS DB instance",
+            "aws:rds/cluster:Cluster": "Aurora DB cluster",
         },
         accelerator_pools={NODE_GROUP: "eks-node-group"},
     ),

@@ -32,6 +32,7 @@ from slonk_infra.clouds.common import (
     exec_kubeconfig,
     existing_cluster_provider,
 )
+from slonk_infra.clouds.gcp.accounting_db import CloudSqlDatabase, cloud_sql_database
 from slonk_infra.clouds.gcp.gpu_installers import create_installers
 from slonk_infra.clouds.gcp.gpu_networks import GpuNetworks, NodeNetwork, cluster_nics, machine_nics
 from slonk_infra.clouds.gcp.operations import OperationsIdentity, operations_identity
@@ -180,6 +181,20 @@ class GcpInfrastructure(CloudComponent):
                 self.child_opts(depends_on=[self.cluster] if self.cluster else []),
             )
 
+        # slurmdbd's database with slurm.accounting.database.kind: cloud (:mod:`.accounting_db`).
+        accounting = decl.slurm.accounting
+        self.accounting_db: CloudSqlDatabase | None = None
+        if accounting is not None and accounting.database.kind == "cloud":
+            self.accounting_db = cloud_sql_database(
+                self,
+                decl.name,
+                accounting.database,
+                project=self.project,
+                network=self.network,
+                region=self.region,
+                zone=self.zone,
+            )
+
         self.result = CloudResult(
             provider=provider,
             volumes=volumes,
@@ -190,6 +205,7 @@ class GcpInfrastructure(CloudComponent):
             kubeconfig=kubeconfig,
             operations_account_annotations=self.operations.annotations if self.operations else {},
             system_nodes=(self.system_pool,),
+            accounting_database=self.accounting_db.connection if self.accounting_db else None,
         )
         self.register_outputs(
             {

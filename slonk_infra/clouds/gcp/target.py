@@ -166,7 +166,12 @@ TARGET = GcpTarget(
     restrict_load_balancers=True,
     policy_types=PolicyTypes(
         managed_clusters=(CLUSTER, NODE_POOL),
-        stateful={"gcp:filestore/instance:Instance": "Filestore instance"},
+        stateful={
+            "gcp:filestore/instance:Instance": "Filestore instance",
+            # slurmdbd's database (slurm.accounting.database.kind: cloud) and the database in it.
+            "gcp:sql/databaseInstance:DatabaseInstance": "Cloud SQL instance",
+            "gcp:sql/database:Database": "Cloud SQL database",
+        },
         accelerator_pools={NODE_POOL: "gke-node-pool", CLUSTER: "gke-cluster"},
         tpu_slice_pools=(NODE_POOL,),
     ),

@@ -1,0 +1,163 @@
+"""Work skipped on unchanged records: the list adapters' record caches and reconcile's memo of quiet nodes.
+
+Both must be invisible in what a tick decides: every reconcile scenario of ``test_sync`` is replayed with a
+memo carried from tick to tick and its plans compared with the plans of a memo-less reconcile.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+import pytest
+
+from slonk_infra.ops.kube_api import KubeApi, KubeError
+from slonk_infra.ops.model import KubeNode
+from slonk_infra.ops.slurm_records import node_from
+from slonk_infra.ops.sync import Observed, Plan, ReconcileMemo, reconcile
+from slonk_infra.ops.wire import SLURM_NODE, SLURM_NODES_RAW, DecodeError, RecordCache
+from slonk_infra.vocab import SLURM_STATE
+from testing.fakekube import TOKEN, FakeKube
+from tests.ops import test_sync
+from tests.ops.test_sync import T0, World
+
+# ----------------------------------------------------------------------------- reconcile with a memo
+
+
+class TwinWorld(World):
+    """A World whose every tick decides twice, with and without the memo, and insists on the same plan."""
+
+    memo: ReconcileMemo
+
+    def tick(self, dt: float = 15.0) -> Plan:
+        if not hasattr(self, "memo"):
+            self.memo = ReconcileMemo()
+        self.now += dt
+        obs = Observed(self.slurm, self.nodes, self.pods)
+        plain = reconcile(obs, self.state, self.spec, self.now)
+        remembered = reconcile(obs, self.state, self.spec, self.now, self.memo)
+        assert remembered == plain
+        self.apply(remembered)
+        return remembered
+
+
+SCENARIOS = [f for name, f in inspect.getmembers(test_sync, inspect.isfunction) if name.startswith("test_")]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda f: f.__name__)
+def test_every_reconcile_scenario_decides_the_same_with_the_memo(
+    scenario: Callable[[], None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(test_sync, "World", TwinWorld)
+    scenario()
+
+
+def many(n: int) -> TwinWorld:
+    w = TwinWorld()
+    for i in range(n):
+        w.add(f"h100-{i}")
+    return w
+
+
+def test_quiet_nodes_are_reused_and_a_change_among_them_is_seen() -> None:
+    w = many(8)
+    w.settle()
+    w.settle()
+    assert w.memo.reused == 8
+    w.person_drains("h100-5", "bad cable")  # a new record for one node: decided again
+    plan = w.tick()
+    assert [p.name for p in plan.patches if p.unschedulable] == ["gke-h100-5"]
+    assert w.memo.reused == 7
+    w.settle()  # the patched pod and machine are new records: decided once more
+    w.settle()
+    assert w.memo.reused == 8  # drained and cordoned, and quiet again
+    assert w.nodes["gke-h100-5"].annotations[SLURM_STATE] == "h100-5=IDLE+DRAIN"
+
+
+def test_a_node_that_disappears_is_dropped_from_the_memo() -> None:
+    w = many(3)
+    w.settle()
+    del w.pods["h100-1"]
+    w.settle()
+    assert set(w.memo.nodes) == {"h100-0", "h100-2"}
+
+
+def test_the_clock_alone_can_bring_scheduled_maintenance_on_an_unchanged_machine() -> None:
+    w = many(2)
+    label = w.spec.signals.scheduled_maintenance_label
+    lead = w.spec.signals.scheduled_maintenance_lead_seconds
+    w.set_node("gke-h100-0", labels={label: str(int(T0 + lead + 3 * 15))})
+    w.settle()
+    w.settle()
+    assert "h100-0" not in w.memo.nodes  # its outcome depends on the time: never reused
+    plan = w.tick(dt=60.0)  # no record changed, the maintenance came within the lead time
+    assert [u.nodes for u in plan.slurm] == [("h100-0",)]
+
+
+def test_a_memo_made_under_other_settings_is_not_used() -> None:
+    w = many(2)
+    w.settle()
+    w.settle()
+    w.spec = w.spec.model_copy()  # equal settings, another object: the memo is not trusted
+    w.settle()
+    assert w.memo.reused == 0
+
+
+# ----------------------------------------------------------------------------- the record caches
+
+
+def slurm_answer(nodes: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"nodes": nodes, "errors": []}, indent=2).encode()
+
+
+def test_unchanged_records_are_the_same_objects_and_changed_ones_are_read_again() -> None:
+    cache = RecordCache(SLURM_NODE, node_from)
+    first = [{"name": f"n{i}", "state": ["IDLE"], "gres": "gpu:h100:8(S:0-1)"} for i in range(3)]
+    a = cache.records(SLURM_NODES_RAW.decode(slurm_answer(first)).nodes or [])
+    assert cache.built == 3
+    second = [first[0], {**first[1], "state": ["IDLE", "DRAIN"], "reason": "x"}]  # n2 is gone
+    b = cache.records(SLURM_NODES_RAW.decode(slurm_answer(second)).nodes or [])
+    assert cache.built == 1
+    assert b[0] is a[0] and b[1] is not a[1]
+    assert b[1].drained and b[1].reason == "x" and [n.name for n in b] == ["n0", "n1"]
+    third = cache.records(SLURM_NODES_RAW.decode(slurm_answer(first)).nodes or [])
+    assert cache.built == 2 and third[0] is a[0]  # n1 as it was and n2 were forgotten once they left the list
+    assert third[2] == a[2] and third[2] is not a[2]
+
+
+def test_an_item_that_is_not_a_record_fails_the_list() -> None:
+    cache = RecordCache(SLURM_NODE, node_from)
+    with pytest.raises(DecodeError):
+        cache.records(SLURM_NODES_RAW.decode(b'{"nodes": [{"name": "n0"}, 7]}').nodes or [])
+
+
+@pytest.fixture()
+def kube() -> Iterator[tuple[FakeKube, KubeApi]]:
+    with FakeKube() as fake:
+        for i in range(3):
+            fake.add_node(f"gke-{i}")
+            fake.add_pod(f"h100-{i}", "slurm", f"gke-{i}", labels={"app": "w"})
+        yield fake, KubeApi.connect(fake.url, TOKEN, "slurm")
+
+
+def test_kubernetes_lists_reuse_records_of_unchanged_objects(kube: tuple[FakeKube, KubeApi]) -> None:
+    fake, api = kube
+    nodes = {n.name: n for n in api.list_nodes()}
+    api.patch_node("gke-1", {"spec": {"unschedulable": True}})
+    again = {n.name: n for n in api.list_nodes()}
+    assert again["gke-0"] is nodes["gke-0"] and again["gke-2"] is nodes["gke-2"]
+    assert isinstance(again["gke-1"], KubeNode) and again["gke-1"].unschedulable
+    pods = api.list_pods("app=w")
+    with fake.lock:
+        del fake.pods[("slurm", "h100-2")]
+    assert [p.name for p in api.list_pods("app=w")] == ["h100-0", "h100-1"]
+    assert api.list_pods("app=w")[0] is pods[0]
+
+
+def test_a_kubernetes_item_that_is_not_an_object_is_a_kube_error() -> None:
+    api = KubeApi.connect("http://127.0.0.1:1", "token", "slurm")
+    with pytest.raises(KubeError, match="not a list the controller can read"):
+        api._records("list_nodes", api._nodes, msgspec.json.decode(b"[1]", type=list[msgspec.Raw]))
