@@ -50,6 +50,7 @@ from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.ops.config import OperationsSpec
 from slonk_infra.ops.controller import Controller
 from slonk_infra.ops.kube_api import KubeApi
+from slonk_infra.ops.main import settle_heap
 from slonk_infra.ops.metrics import Metrics
 from slonk_infra.ops.slurm_rest import ScontrolWriter, SlurmRest, TokenSigner
 from slonk_infra.ops.sync import Observed, reconcile
@@ -178,6 +179,7 @@ def measure(
                 spec = OperationsSpec()
                 ctl = Controller(spec, slurm, kube, metrics=Metrics())
                 ctl.tick()  # probes the API, settles annotations
+                settle_heap()  # what slonk-ops does after its first tick
                 out.update(steady(ctl, samples, host_pid(lab, rest)))
                 out.update(parts(ctl, spec, samples))
                 if profile is not None:

@@ -100,6 +100,8 @@ ACCOUNTING_SCRIPTS_MAP = "slurm-accounting-scripts"  # the database's and slurmd
 # in slurmdbd.conf (where '#' starts a comment and blanks end a value) or between quotes in SQL. The pods'
 # scripts refuse a password with any other character.
 DATABASE_PASSWORD_SPECIALS = "_-.:+"
+# The accounting database password's length, whoever makes it (in-cluster, Cloud SQL, RDS: 8 to 41 there).
+DATABASE_PASSWORD_LENGTH = 32
 
 
 def worker_priority(namespace: str) -> str:

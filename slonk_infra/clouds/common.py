@@ -8,8 +8,10 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 
-from slonk_infra.binding import CloudResult
+from slonk_infra import vocab
+from slonk_infra.binding import AccountingDatabase, CloudResult
 from slonk_infra.clouds import rules
 from slonk_infra.declaration.model import StorageSpec, Taint
 from slonk_infra.plan import ClusterPlan, naming
@@ -111,3 +113,24 @@ class CloudComponent(pulumi.ComponentResource):
         ``retain_on_delete`` leaves the cloud resource in place if someone unprotects and removes it.
         """
         return self.child_opts(protect=True, retain_on_delete=True, **extra)
+
+
+def database_password(owner: CloudComponent, name: str) -> random.RandomPassword:
+    """A cloud accounting database's password, made once and protected: a new one would lock slurmdbd out
+    until its Secret follows. Letters and digits only: slurmdbd.conf's StoragePass reads '#' as a comment,
+    and RDS refuses '/', '@', '"' and spaces in a master password."""
+    return random.RandomPassword(
+        owner.child_name(name),
+        random.RandomPasswordArgs(length=vocab.DATABASE_PASSWORD_LENGTH, special=False),
+        opts=owner.child_opts(protect=True),
+    )
+
+
+def database_connection(host: pulumi.Input[str], password: random.RandomPassword) -> AccountingDatabase:
+    """What slurmdbd needs of a cloud database: its private address and the password, as a secret."""
+    return AccountingDatabase(
+        host=host,
+        # The result is a secret already; marked again so no change upstream can make it plain text.
+        password=password.result.apply(pulumi.Output.secret),
+        port=vocab.MARIADB_PORT,
+    )

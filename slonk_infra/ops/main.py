@@ -11,6 +11,7 @@ tick and prints its report as JSON (exit 1 when an API could not be reached).
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -134,6 +135,25 @@ def summary(report: TickReport) -> dict[str, Any]:
     }
 
 
+# Between ticks the controller keeps every record and outcome of the last one (ops/wire.py RecordCache,
+# ops/sync.py ReconcileMemo): tens of thousands of objects at 4,096 nodes. Under the collector's default
+# thresholds a tick ran about 20 young passes and, every few ticks, a full pass over all of them (10-15 ms
+# and about 150 ms of CPU, benchmarks/sync.py). Those objects form no reference cycles, so after the first
+# tick they are moved out of the collector's sight and young passes are made rarer. Every
+# HEAP_SETTLE_TICKS ticks (an hour at the default 15 s) everything is collected once and frozen again, so
+# a cycle that did form among frozen objects is freed within the hour.
+HEAP_SETTLE_TICKS = 240
+GC_THRESHOLDS = (20_000, 20, 20)
+
+
+def settle_heap() -> None:
+    """Collect everything once, then keep what survives out of later collections (see above)."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", type=click.Path(path_type=Path), default=None, help="Settings file.")
 @click.option("--namespace", default=None, help="Namespace of the Slurm pods (default: $POD_NAMESPACE).")
@@ -182,6 +202,10 @@ def main(
     serve(controller, spec.metrics_port, stale_after=10 * spec.interval_seconds + 120)
     where = f"{controller.pools.cloud} cluster {controller.pools.cluster}" if controller.pools else "no cloud"
     log.info("slonk-ops: namespace %s, every %ss, %s", ns, spec.interval_seconds, where)
+    ticks = 0
     while not stop.is_set():
         report = controller.tick()
+        if ticks % HEAP_SETTLE_TICKS == 0:
+            settle_heap()
+        ticks += 1
         stop.wait(max(0.0, spec.interval_seconds - report.wall_seconds))

@@ -28,7 +28,7 @@ Series (all prefixed ``slonk_``):
 from __future__ import annotations
 
 from collections import Counter as Tally
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -50,6 +50,7 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         r = self.registry = registry or CollectorRegistry()
+        self._last_nodes: tuple[list[SlurmNode], tuple[Tally[tuple[str, str]], Tally[str]]] = ([], (Tally(), Tally()))
         self.nodes = Gauge("slonk_slurm_nodes", "Slurm nodes by state and reason.", ["state", "reason"], registry=r)
         self.gpus = Gauge("slonk_gpus", "GPUs by status: allocated, idle, unhealthy.", ["status"], registry=r)
         self.jobs = Gauge("slonk_slurm_jobs", "Slurm jobs by state and partition.", ["state", "partition"], registry=r)
@@ -99,15 +100,9 @@ class Metrics:
             registry=r,
         )
 
-    def slurm(self, nodes: Iterable[SlurmNode], jobs: Iterable[SlurmJob], now: float) -> None:
+    def slurm(self, nodes: Sequence[SlurmNode], jobs: Iterable[SlurmJob], now: float) -> None:
         """Node, GPU and job series from one tick's lists."""
-        by_state: Tally[tuple[str, str]] = Tally()
-        gpus: Tally[str] = Tally({"allocated": 0, "idle": 0, "unhealthy": 0})
-        for n in nodes:
-            by_state[(n.state_text, _reason(n.reason))] += 1
-            used = min(n.gpus_used, n.gpus)
-            gpus["allocated"] += used
-            gpus["unhealthy" if n.out else "idle"] += n.gpus - used
+        by_state, gpus = self._node_tallies(nodes)
         self.nodes.clear()
         for (state, reason), count in by_state.items():
             self.nodes.labels(state, reason).set(count)
@@ -125,6 +120,23 @@ class Metrics:
         self.oldest_wait.clear()
         for partition, wait in oldest.items():
             self.oldest_wait.labels(partition).set(wait)
+
+    def _node_tallies(self, nodes: Sequence[SlurmNode]) -> tuple[Tally[tuple[str, str]], Tally[str]]:
+        """Nodes by (state, reason) and GPUs by status; the last tick's when its records are the same objects
+        (the record cache hands back the same object for an unchanged node, so a quiet cluster costs one
+        identity comparison per node here)."""
+        last_nodes, last = self._last_nodes
+        if len(last_nodes) == len(nodes) and all(a is b for a, b in zip(last_nodes, nodes, strict=True)):
+            return last
+        by_state: Tally[tuple[str, str]] = Tally()
+        gpus: Tally[str] = Tally({"allocated": 0, "idle": 0, "unhealthy": 0})
+        for n in nodes:
+            by_state[(n.state_text, _reason(n.reason))] += 1
+            used = min(n.gpus_used, n.gpus)
+            gpus["allocated"] += used
+            gpus["unhealthy" if n.out else "idle"] += n.gpus - used
+        self._last_nodes = (list(nodes), (by_state, gpus))
+        return by_state, gpus
 
     def started(self, jobs: Iterable[SlurmJob]) -> None:
         """Queue waits of jobs seen running for the first time."""

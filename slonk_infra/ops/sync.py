@@ -409,9 +409,17 @@ class _Tick:
         replacing = {r.kube_node for r in self.state.active.values() if r.action == "replace-machine"}
         for kname in sorted(self.obs.kube_nodes):
             knode = self.obs.kube_nodes[kname]
-            out = sorted(self.out_on.get(kname, []))
+            # Most machines have no node out and no cordon: skip sorting empty lists there.
+            listed = self.out_on.get(kname)
+            out = sorted(listed) if listed else []
             why = self.cordons.get(kname)
-            inputs = (knode, tuple(out), self.replace_notes.get(kname), kname in replacing, tuple(sorted(why or ())))
+            inputs = (
+                knode,
+                tuple(out),
+                self.replace_notes.get(kname),
+                kname in replacing,
+                tuple(sorted(why)) if why else (),
+            )
             if self.before.machines.get(kname) == inputs:
                 self.memo.machines[kname] = inputs  # nothing to patch then, nothing now
                 continue

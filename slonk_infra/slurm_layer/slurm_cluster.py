@@ -26,8 +26,6 @@ STATEFUL_KINDS = frozenset({"PersistentVolume", "PersistentVolumeClaim"})
 # retained by Kubernetes, persistentVolumeClaimRetentionPolicy Retain; protecting the StatefulSet keeps
 # Pulumi from replacing it, which would restart the database, or deleting it).
 STATEFUL_COMPONENTS = frozenset({vocab.ACCOUNTING_DATABASE_COMPONENT})
-# The in-cluster database password's length and its characters beyond letters and digits (vocab says why).
-DATABASE_PASSWORD_LENGTH = 32
 # Kinds pulumi-kubernetes waits on until they are ready (their pods Ready, a Service's endpoints and load
 # balancer address); a CronJob, a claim or a ConfigMap is done once the API server has it.
 AWAITED_KINDS = frozenset({"StatefulSet", "Deployment", "DaemonSet", "Service"})
@@ -75,7 +73,7 @@ def database_password(name: str, plan: ClusterPlan, parent: pulumi.Resource) -> 
         return None
     password = random.RandomPassword(
         f"{name}-accounting-database-password",
-        length=DATABASE_PASSWORD_LENGTH,
+        length=vocab.DATABASE_PASSWORD_LENGTH,
         special=True,
         override_special=vocab.DATABASE_PASSWORD_SPECIALS,
         opts=pulumi.ResourceOptions(parent=parent, protect=True),

@@ -52,3 +52,22 @@ def test_gpus_jobs_waits_and_checks() -> None:
     s = samples(m)
     assert ("slonk_slurm_nodes", (("reason", "slonk: x"), ("state", "IDLE+DRAIN"))) not in s
     assert s[("slonk_gpus", (("status", "unhealthy"),))] == 0
+
+
+def test_node_series_follow_a_changed_record_among_reused_ones() -> None:
+    """The node tallies are reused while every record is the same object as last tick, and only then."""
+    m = Metrics()
+    nodes = [SlurmNode(f"n{i}", "IDLE", gpus=8) for i in range(3)]
+    m.slurm(nodes, [], now=0)
+    m.slurm(list(nodes), [], now=0)  # a new list of the same records: the same figures
+    assert samples(m)[("slonk_gpus", (("status", "idle"),))] == 24
+    # One record replaced by an equal-looking but new one that is drained: the series must move.
+    changed = [nodes[0], SlurmNode("n1", "IDLE", frozenset({"DRAIN"}), reason="slonk: x", gpus=8), nodes[2]]
+    m.slurm(changed, [], now=0)
+    s = samples(m)
+    assert s[("slonk_gpus", (("status", "idle"),))] == 16
+    assert s[("slonk_gpus", (("status", "unhealthy"),))] == 8
+    assert s[("slonk_slurm_nodes", (("reason", "slonk: x"), ("state", "IDLE+DRAIN")))] == 1
+    # Fewer records than last tick, the first ones the same objects: not taken for the last tick.
+    m.slurm(changed[:1], [], now=0)
+    assert samples(m)[("slonk_gpus", (("status", "idle"),))] == 8

@@ -22,7 +22,7 @@ import pulumi_random as random
 
 from slonk_infra import vocab
 from slonk_infra.binding import AccountingDatabase
-from slonk_infra.clouds.common import CloudComponent
+from slonk_infra.clouds.common import CloudComponent, database_connection, database_password
 from slonk_infra.declaration.accounting import DEFAULT_RDS_CLASS, DatabaseSpec
 from slonk_infra.declaration.errors import DeclarationError, Problem
 
@@ -45,9 +45,6 @@ STORAGE_TYPE = "gp3"
 # CHAP_Storage.html). Storage autoscaling may grow it up to this many times the declared size.
 MIN_STORAGE_GIB = 20
 AUTOSCALE_FACTOR = 4
-# The master password: RDS refuses '/', '@', '"' and spaces, and slurmdbd.conf's StoragePass reads '#' as a
-# comment, so letters and digits only; RDS MySQL accepts 8 to 41 characters.
-PASSWORD_LENGTH = 32
 # A DB subnet group needs subnets in at least two Availability Zones (RDS API CreateDBSubnetGroup).
 MIN_SUBNETS = 2
 
@@ -174,12 +171,7 @@ def rds_database(
         ),
         opts=owner.child_opts(),
     )
-    password = random.RandomPassword(
-        owner.child_name("rds-password"),
-        random.RandomPasswordArgs(length=PASSWORD_LENGTH, special=False),
-        # A new password would lock slurmdbd out until its Secret follows; keep the one in use.
-        opts=owner.child_opts(protect=True),
-    )
+    password = database_password(owner, "rds-password")
     instance = aws.rds.Instance(
         owner.child_name("rds-db"),
         aws.rds.InstanceArgs(
@@ -212,12 +204,7 @@ def rds_database(
         ),
         opts=owner.stateful_opts(),
     )
-    connection = AccountingDatabase(
-        host=instance.address,
-        # The result is a secret already; marked again so no change upstream can make it plain text.
-        password=password.result.apply(pulumi.Output.secret),
-        port=vocab.MARIADB_PORT,
-    )
+    connection = database_connection(instance.address, password)
     return RdsDatabase(
         instance=instance,
         subnet_group=subnet_group,

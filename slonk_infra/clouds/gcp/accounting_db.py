@@ -17,9 +17,8 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_random as random
 
-from slonk_infra import vocab
 from slonk_infra.binding import AccountingDatabase
-from slonk_infra.clouds.common import CloudComponent
+from slonk_infra.clouds.common import CloudComponent, database_connection, database_password
 from slonk_infra.declaration.accounting import DEFAULT_CLOUD_SQL_TIER, DatabaseSpec
 from slonk_infra.declaration.errors import DeclarationError, Problem
 
@@ -49,8 +48,6 @@ MIN_DISK_GB = 10
 # /20 is a choice: room for Cloud SQL and other producers in one range (Google's minimum is /24).
 PEERING_SERVICE = "servicenetworking.googleapis.com"
 PEERING_PREFIX = 20
-# The password goes into slurmdbd.conf's StoragePass, where '#' starts a comment: letters and digits only.
-PASSWORD_LENGTH = 32
 
 
 @dataclass(frozen=True)
@@ -194,12 +191,7 @@ def cloud_sql_database(
         # The private address exists only once the network is peered with Google's services.
         opts=owner.stateful_opts(depends_on=depends),
     )
-    password = random.RandomPassword(
-        owner.child_name("sql-password"),
-        random.RandomPasswordArgs(length=PASSWORD_LENGTH, special=False),
-        # A new password would lock slurmdbd out until its Secret follows; keep the one in use.
-        opts=owner.child_opts(protect=True),
-    )
+    password = database_password(owner, "sql-password")
     database = gcp.sql.Database(
         owner.child_name("sql-db"),
         gcp.sql.DatabaseArgs(name=AccountingDatabase.database, instance=instance.name, project=project),
@@ -216,12 +208,7 @@ def cloud_sql_database(
         ),
         opts=owner.child_opts(),
     )
-    connection = AccountingDatabase(
-        host=instance.private_ip_address,
-        # The result is a secret already; marked again so no change upstream can make it plain text.
-        password=password.result.apply(pulumi.Output.secret),
-        port=vocab.MARIADB_PORT,
-    )
+    connection = database_connection(instance.private_ip_address, password)
     return CloudSqlDatabase(
         instance=instance,
         database=database,
