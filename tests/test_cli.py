@@ -388,7 +388,22 @@ def test_accounting_prints_the_intended_associations_and_the_reconcilers_input()
     assert load_state(as_json.output) == desired_state(spec, "research")
 
 
-def test_accounting_of_a_stack_without_it_says_so() -> None:
-    result = invoke("accounting", str(STACKS / "Pulumi.local.yaml"))
+def test_accounting_of_a_stack_without_it_says_so(tmp_path: Path) -> None:
+    # The shipped local stack without its accounting section (and the researchers its accounts hold).
+    stack = yaml.safe_load((STACKS / "Pulumi.local.yaml").read_text(encoding="utf-8"))
+    cluster = stack["config"]["slonk-infra:cluster"]
+    del cluster["slurm"]["accounting"], cluster["users"]
+    path = tmp_path / "Pulumi.local.yaml"
+    path.write_text(yaml.safe_dump(stack), encoding="utf-8")
+    result = invoke("accounting", str(path))
     assert result.exit_code == 0, result.output
     assert result.output == "stack local: cluster slonk-local has no slurm.accounting; slurmdbd holds nothing\n"
+
+
+def test_accounting_of_the_local_stack_is_its_researchers_accounts() -> None:
+    result = invoke("accounting", str(STACKS / "Pulumi.local.yaml"))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "stack local: cluster slonk-local, slurmdbd (in-cluster) is to hold:" in lines
+    held = [ln.split()[:2] for ln in lines if ln.startswith(("    account ", "      user "))]
+    assert held == [["account", "chemistry"], ["user", "bob"], ["account", "physics"], ["user", "alice"]]

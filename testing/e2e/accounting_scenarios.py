@@ -28,9 +28,10 @@ NO_ACCOUNT = "Batch job submission failed: Invalid account or account/partition 
 # A user slurmdbd holds no association for: the image's own `nobody` (every pod resolves it; a declared user
 # in no account is refused by the declaration's validation, so none can be declared).
 NOBODY = "65534:65534"
-# The QOS limit set by hand (the local nodes have no GPUs, the only TRES the declaration limits): CPUs per user,
-# one, what a local-2c4g worker offers (slurmctld shows CPUEfctv=1 of its 2).
-CPU_LIMIT = 1
+# The reason a job waits with while its user holds a QOS's MaxTRESPerUser of GPUs (WAIT_QOS_MAX_GRES_PER_USER:
+# https://slurm.schedmd.com/job_reason_codes.html lists the QOSMax* reasons; the exact string is in the
+# libslurmfull.so of Slurm 22.05 and 26.05, and tests/accounting/test_runner_slurmdbd.py sees it from 22.05).
+QOS_GPU_REASON = "QOSMaxGRESPerUser"
 
 
 def no_in_cluster_accounting(cluster: Cluster) -> str | None:
@@ -39,6 +40,14 @@ def no_in_cluster_accounting(cluster: Cluster) -> str | None:
     if accounting is None or accounting.database.kind != "in-cluster":
         return "no slurm.accounting with database.kind in-cluster"
     return None
+
+
+def no_qos_gpu_limit(cluster: Cluster) -> str | None:
+    """Why scenario 21 does not apply (no in-cluster accounting, or no QOS with ``maxGpusPerUser``), or None."""
+    why = no_in_cluster_accounting(cluster)
+    if why is None and not any(q.max_gpus_per_user for q in _spec(cluster).qos):
+        why = "no QOS with maxGpusPerUser declared"
+    return why
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -75,7 +84,7 @@ def sacctmgr(cluster: Cluster, what: str) -> list[list[str]]:
 
 def sacct(cluster: Cluster, since: str, extra: str = "") -> list[dict[str, str]]:
     """Every job allocation slurmdbd holds since ``since`` (all users), one dict per job."""
-    fields = ["JobID", "User", "Account", "State", "QOS", "NNodes", "Start", "End"]
+    fields = ["JobID", "User", "Account", "State", "QOS", "NNodes", "AllocTRES", "Start", "End"]
     out = _root(cluster, f"sacct -a -X -n -P -S {since} -E now {extra} -o {','.join(fields)}")
     return [dict(zip(fields, line.split("|"), strict=True)) for line in out.splitlines() if line.strip()]
 
@@ -155,20 +164,37 @@ def _wait_recorded(cluster: Cluster, since: str, want: dict[str, str], timeout: 
 
 
 # ------------------------------------------------------------------------------------------------ scenarios
+def _gpus_per_node(cluster: Cluster) -> int:
+    """The GPUs of each node of the default partition when they all have the same number, else 0."""
+    plan = cluster.rendered.plan
+    default = next(p for p in plan.partitions if p.default)
+    counts = {g.gres_count if g.kind == "gpu" else 0 for g in plan.groups if g.name in default.groups}
+    return counts.pop() if len(counts) == 1 else 0
+
+
+def allocated_gpus(row: dict[str, str]) -> int:
+    """The GPUs a job held, from sacct's AllocTRES (``...,gres/gpu=16,...``; none listed: 0)."""
+    found = re.search(r"(?:^|,)gres/gpu=(\d+)", row.get("AllocTRES", ""))
+    return int(found.group(1)) if found else 0
+
+
 def jobs_recorded(cluster: Cluster) -> str:
-    """19. The researcher's day (2-node batch, 4-task array, interactive srun) and a job of the second
-    researcher: each in sacct with its user, its account (the user's default) and COMPLETED."""
+    """19. The researcher's day (2-node batch, 4-task array, interactive srun), each job asking for a whole
+    node's GPUs where the nodes have GPUs, and a job of the second researcher: each in sacct with its user,
+    its account (the user's default), COMPLETED, and its GPUs (AllocTRES gres/gpu: nodes x GPUs per node)."""
     from testing.e2e.scenarios import researcher_day  # the tier's own day; scenarios lists this module's
 
     ready_s = accounting_ready(cluster)
     alice, bob = _users(cluster)[:2]
+    per_node = _gpus_per_node(cluster)
     since = _now(cluster)
-    day = researcher_day(cluster)
+    day = researcher_day(cluster, gpus_per_node=per_node)
     found = re.search(r"jobs (\d+) \(2 nodes\), (\d+)_\[1-4\]", day)
     if not found:
         raise AssertionError(f"the researcher's day named no jobs: {day}")
     batch, array = found.groups()
-    bob_job = submit(cluster, "-N1 -o /dev/null", "id -un", user=_ids(bob))
+    gpus = f" --gpus-per-node={per_node}" if per_node else ""
+    bob_job = submit(cluster, f"-N1{gpus} -o /dev/null", "id -un", user=_ids(bob))
     wait_done(cluster, [bob_job], 120)
     want = {batch: "COMPLETED", bob_job: "COMPLETED", **{f"{array}_{i}": "COMPLETED" for i in range(1, 5)}}
     rows = _wait_recorded(cluster, since, want)
@@ -179,17 +205,20 @@ def jobs_recorded(cluster: Cluster) -> str:
         for r in rows
         if (r["User"], r["Account"]) not in {(u.name, default_account(cluster, u.name)) for u in (alice, bob)}
         or r["State"] != "COMPLETED"
+        or allocated_gpus(r) != int(r["NNodes"]) * per_node
     ]
     if len(mine) != 7 or wrong:
         listing = "\n      ".join(str(r) for r in rows)
         raise AssertionError(
             f"sacct since {since}: {len(mine)} jobs of {alice.name} (want 7: batch, 4 array tasks, 2 sruns); "
-            f"wrong user/account/state: {wrong}\n      {listing}"
+            f"wrong user/account/state, or GPUs other than nodes x {per_node}: {wrong}\n      {listing}"
         )
     accounts = sorted({f"{r['User']}/{r['Account']}" for r in rows})
+    held = ", ".join(f"{r['JobID']} gres/gpu={allocated_gpus(r)}" for r in rows)
     return (
         f"associations ready {ready_s:.1f}s; {len(rows)} jobs in sacct ({', '.join(accounts)}), all COMPLETED: "
-        f"batch {batch}, array {array}_[1-4], 2 sruns, {bob.name}'s {bob_job}; no GPUs declared"
+        f"batch {batch}, array {array}_[1-4], 2 sruns, {bob.name}'s {bob_job}; "
+        + (f"each with {per_node} GPUs per node in AllocTRES ({held})" if per_node else "no GPUs declared")
     )
 
 
@@ -211,57 +240,49 @@ def no_account_refused(cluster: Cluster) -> str:
 
 
 def qos_limit(cluster: Cluster) -> str:
-    """21. A QOS limit holds a second job PENDING with the QOS's reason; it starts once the first ends.
-
-    The limit is CPUs per user on the declared QOS, set with sacctmgr: the local nodes have no GPUs, the
-    only TRES the declaration limits. The reconciler manages only GPU limits and leaves it in place."""
+    """21. The declared QOS GPU limit (``maxGpusPerUser``, MaxTRESPerUser=gres/gpu=N, applied by the
+    reconciler) holds a researcher's second GPU job PENDING with reason QOSMaxGRESPerUser while their first
+    holds N GPUs, though a node is idle (the other researcher's job under the same QOS runs there); the
+    second starts once the first ends."""
     accounting_ready(cluster)
-    qos = _spec(cluster).qos[0].name
-    alice = _users(cluster)[0]
-    _root(cluster, f"sacctmgr -i modify qos {qos} set MaxTRESPerUser=cpu={CPU_LIMIT}")
-    t0 = time.monotonic()
-    try:
-        shown: list[str] = [""]
+    qos = next(q for q in _spec(cluster).qos if q.max_gpus_per_user)
+    limit = qos.max_gpus_per_user
+    assert limit is not None
+    alice, bob = _users(cluster)[:2]
+    shown: list[str] = [""]
 
-        def limited() -> bool:
-            shown[0] = "|".join(r[0] for r in sacctmgr(cluster, f"qos where name={qos} format=MaxTRESPU"))
-            return shown[0] == f"cpu={CPU_LIMIT}"
+    def applied() -> bool:
+        shown[0] = "|".join(r[0] for r in sacctmgr(cluster, f"qos where name={qos.name} format=MaxTRESPU"))
+        return shown[0] == f"gres/gpu={limit}"
 
-        wait_for(f"slurmdbd holding QOS {qos} MaxTRESPU cpu={CPU_LIMIT}", limited, 60, interval=1.0,
-                 seen=lambda: shown[0])  # fmt: skip
-        # slurmdbd sends the change to slurmctld at once; scontrol shows a QOS's per-user limit only beside a
-        # user who has used it, so the first job below is what shows it arrived.
-        time.sleep(2)
-        first = submit(cluster, f"--qos={qos} -N1 -n{CPU_LIMIT} -o /dev/null", "sleep 20", user=_ids(alice))
-        wait_job(cluster, first, ("RUNNING",), 60)
-        second = submit(cluster, f"--qos={qos} -N1 -n1 -o /dev/null", "true", user=_ids(alice))
-        last: dict[str, str] = {}
+    # The reconciler's first pass made the QOS with its limit; nothing here sets it.
+    wait_for(f"slurmdbd holding QOS {qos.name} MaxTRESPU gres/gpu={limit}", applied, 60, interval=1.0,
+             seen=lambda: f"{shown[0]!r}{_dbd_log(cluster, 'reconciler')}")  # fmt: skip
+    first = submit(cluster, f"--qos={qos.name} -N1 --gpus={limit} -o /dev/null", "sleep 20", user=_ids(alice))
+    wait_job(cluster, first, ("RUNNING",), 60)
+    second = submit(cluster, f"--qos={qos.name} -N1 --gpus=1 -o /dev/null", "true", user=_ids(alice))
+    last: dict[str, str] = {}
 
-        def held() -> bool:
-            last.clear()
-            last.update(job_fields(cluster, second))
-            return last.get("JobState") == "PENDING" and last.get("Reason", "").startswith("QOSMax")
+    def held() -> bool:
+        last.clear()
+        last.update(job_fields(cluster, second))
+        return last.get("JobState") == "PENDING" and last.get("Reason") == QOS_GPU_REASON
 
-        wait_for(f"job {second} PENDING on the QOS limit", held, 30, interval=1.0, seen=lambda: str(last))
-        reason = last["Reason"]
-        # Still held while the first runs: the idle nodes would take it at once otherwise.
-        time.sleep(5)
-        if job_fields(cluster, second).get("JobState") != "PENDING":
-            raise AssertionError(f"job {second} left PENDING while {first} still runs: {job_fields(cluster, second)}")
-        wait_done(cluster, [first, second], 120)
-        f1, f2 = job_fields(cluster, first), job_fields(cluster, second)
-        if not f2.get("StartTime", "") >= f1.get("EndTime", "~"):
-            raise AssertionError(f"job {second} started {f2.get('StartTime')} before {first} ended {f1.get('EndTime')}")
-        # The reconciler (every 30 s) has run since the limit was set: it manages GPU limits only and leaves it.
-        kept = sacctmgr(cluster, f"qos where name={qos} format=MaxTRESPU")
-        if kept != [[f"cpu={CPU_LIMIT}"]]:
-            raise AssertionError(f"QOS {qos} MaxTRESPU after the jobs: {kept}{_dbd_log(cluster, 'reconciler')}")
-    finally:
-        _root(cluster, f"sacctmgr -i modify qos {qos} set MaxTRESPerUser=cpu=-1")
+    wait_for(f"job {second} PENDING with reason {QOS_GPU_REASON}", held, 30, interval=1.0, seen=lambda: str(last))
+    # The limit is per user: the other researcher's GPU job under the same QOS runs meanwhile, on an idle node.
+    other = submit(cluster, f"--qos={qos.name} -N1 --gpus=1 -o /dev/null", "sleep 2", user=_ids(bob))
+    wait_done(cluster, [other], 60)
+    now = job_fields(cluster, second)
+    if now.get("JobState") != "PENDING" or job_fields(cluster, first).get("JobState") != "RUNNING":
+        raise AssertionError(f"job {second} left PENDING while {first} still runs: {now}")
+    wait_done(cluster, [first, second], 120)
+    f1, f2 = job_fields(cluster, first), job_fields(cluster, second)
+    if not f2.get("StartTime", "") >= f1.get("EndTime", "~"):
+        raise AssertionError(f"job {second} started {f2.get('StartTime')} before {first} ended {f1.get('EndTime')}")
     return (
-        f"QOS {qos} MaxTRESPerUser=cpu={CPU_LIMIT} (by hand: no GPUs here); job {second} PENDING ({reason}) while "
-        f"{first} ran ({CPU_LIMIT} CPUs), started {f2.get('StartTime')} after it ended {f1.get('EndTime')}; the limit "
-        f"still held after {time.monotonic() - t0:.0f}s (the reconciler leaves CPU limits alone)"
+        f"QOS {qos.name} MaxTRESPerUser=gres/gpu={limit} from the declaration; {alice.name}'s job {second} (1 GPU) "
+        f"PENDING ({QOS_GPU_REASON}) while {first} held {limit} GPUs, {bob.name}'s {other} ran meanwhile; "
+        f"{second} started {f2.get('StartTime')} after {first} ended {f1.get('EndTime')}"
     )
 
 
@@ -389,7 +410,8 @@ def declaration_changed(cluster: Cluster) -> str:
     accounting_ready(cluster)
     spec = _spec(cluster)
     alice = _users(cluster)[0]
-    qos, changed = spec.qos[0].name, spec.accounts[0].name
+    # The first declared QOS changed; without one (the local stack), one is added.
+    qos, changed = (spec.qos[0].name if spec.qos else f"q{int(time.time()) % 10000}"), spec.accounts[0].name
     new_account, share, wall = f"added{int(time.time()) % 10000}", 30, "1-00:00:00"
     workers = cluster.workers()
     before = {w: (cluster.started_at(w), cluster.restarts(w)) for w in workers}
@@ -401,7 +423,8 @@ def declaration_changed(cluster: Cluster) -> str:
         acct["accounts"] = [{**a, "fairshare": share} if a["name"] == changed else a for a in acct["accounts"]] + [
             {"name": new_account, "fairshare": 10, "users": [alice.name]}
         ]
-        acct["qos"] = [{**q, "maxWall": wall} if q["name"] == qos else q for q in acct["qos"]]
+        declared = acct.get("qos") or [{"name": qos}]
+        acct["qos"] = [{**q, "maxWall": wall} if q["name"] == qos else q for q in declared]
 
     new = rerender(cluster.rendered, cluster.secrets, mutate)
     t0 = time.monotonic()

@@ -28,6 +28,7 @@ from testing.e2e.accounting_scenarios import (
     jobs_recorded,
     no_account_refused,
     no_in_cluster_accounting,
+    no_qos_gpu_limit,
     qos_limit,
     recreated,
 )
@@ -119,11 +120,14 @@ def researcher(cluster: Cluster) -> tuple[str, str]:
     return f"{user.uid}:{user.primary_gid}", user.home
 
 
-def researcher_day(cluster: Cluster) -> str:
+def researcher_day(cluster: Cluster, gpus_per_node: int = 0) -> str:
     """2. A declared user logs in with SSH (their declared key), has the same UID/GID on login, workers and
     controller, writes to /home, runs a 2-node batch job, an array and an interactive srun, reads the
-    output from /home; sudo only for the user declared with it."""
+    output from /home; sudo only for the user declared with it.
+
+    With ``gpus_per_node``, every job of the day asks for that many GPUs on each of its nodes."""
     users = cluster.rendered.plan.declaration.users
+    gpus = f" --gpus-per-node={gpus_per_node}" if gpus_per_node else ""
     alice = users[0]
     n = len(cluster.workers())
     t0 = time.monotonic()
@@ -132,7 +136,9 @@ def researcher_day(cluster: Cluster) -> str:
     want = [str(alice.uid), str(alice.primary_gid), alice.name]
     if ident[:3] != want or ident[3] != "login-0":
         raise AssertionError(f"{alice.name} on login: {ident}, want {want} on login-0")
-    on_workers = cluster.ssh(alice.name, f"srun -N{n} --ntasks-per-node=1 sh -c 'echo $(hostname) $(id -u) $(id -g)'")
+    on_workers = cluster.ssh(
+        alice.name, f"srun -N{n}{gpus} --ntasks-per-node=1 sh -c 'echo $(hostname) $(id -u) $(id -g)'"
+    )
     seen = {line.split()[0]: line.split()[1:] for line in on_workers.splitlines() if line.strip()}
     if set(seen) != set(cluster.workers()) or any(v != want[:2] for v in seen.values()):
         raise AssertionError(f"{alice.name} on the workers: {seen}, want {want[:2]} on {cluster.workers()}")
@@ -142,11 +148,12 @@ def researcher_day(cluster: Cluster) -> str:
     mode = cluster.ssh(alice.name, "echo hello > ~/hello.txt && stat -c '%u %g %a' ~ ~/hello.txt").split()
     if mode[:3] != [str(alice.uid), str(alice.primary_gid), "700"] or mode[3:5] != want[:2]:
         raise AssertionError(f"home and file ownership: {mode}")
-    batch = cluster.ssh(alice.name, "sbatch --parsable -N2 -o two-%j.out --wrap 'srun hostname | sort'").strip()
+    batch = cluster.ssh(alice.name, f"sbatch --parsable -N2{gpus} -o two-%j.out --wrap 'srun hostname | sort'").strip()
     array = cluster.ssh(
-        alice.name, "sbatch --parsable --array=1-4 -o arr-%A_%a.out --wrap 'echo task $SLURM_ARRAY_TASK_ID $(id -un)'"
+        alice.name,
+        f"sbatch --parsable --array=1-4{gpus} -o arr-%A_%a.out --wrap 'echo task $SLURM_ARRAY_TASK_ID $(id -un)'",
     ).strip()
-    interactive = cluster.ssh(alice.name, "srun -N2 hostname | sort").split()
+    interactive = cluster.ssh(alice.name, f"srun -N2{gpus} hostname | sort").split()
     if len(set(interactive)) != 2:
         raise AssertionError(f"interactive srun -N2 ran on {interactive}")
     wait_done(cluster, [batch, *(f"{array}_{i}" for i in range(1, 5))], 180)
@@ -169,7 +176,7 @@ def researcher_day(cluster: Cluster) -> str:
     return (
         f"{alice.name} ({alice.uid}:{alice.primary_gid}) in by SSH key in {login_s:.1f}s, same ids on login, "
         f"{n} workers and the controller; jobs {batch} (2 nodes), {array}_[1-4], srun -N2 on {' '.join(interactive)}; "
-        f"outputs read from /home; {sudo_note}"
+        f"outputs read from /home; {sudo_note}" + (f"; each job with {gpus_per_node} GPUs per node" if gpus else "")
     )
 
 
@@ -540,7 +547,7 @@ SCENARIOS = [
     Scenario(18, "controller state restored from an archive", state_restored, no_state_backup),
     Scenario(19, "every job recorded in accounting", jobs_recorded, no_in_cluster_accounting),
     Scenario(20, "a user in no account refused", no_account_refused, no_in_cluster_accounting),
-    Scenario(21, "a QOS limit holds a job", qos_limit, no_in_cluster_accounting),
+    Scenario(21, "a QOS GPU limit holds a job", qos_limit, no_qos_gpu_limit),
     Scenario(22, "fair share orders the queue", fair_share, no_in_cluster_accounting),
     Scenario(23, "accounting pods recreated", recreated, no_in_cluster_accounting),
     Scenario(24, "a declaration change reconciled", declaration_changed, no_in_cluster_accounting),

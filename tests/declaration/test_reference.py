@@ -329,8 +329,10 @@ def test_every_example_in_the_reference_is_valid() -> None:
 
 def test_the_sections_no_stack_uses_have_examples_from_the_research_stack() -> None:
     origins = {e.section.model.__name__: e.origin for e in reference.examples(generate.shipped_stacks())}
-    for name in ("UserSpec", "PartitionSpec", "HealthSpec", "Taint"):
+    for name in ("PartitionSpec", "HealthSpec", "Taint"):
         assert origins[name] == "from `examples/Pulumi.research.yaml`", name
+    # A section a shipped stack uses takes its example from there (the local stack declares its researchers).
+    assert origins["UserSpec"] == "from `stacks/Pulumi.local.yaml`"
 
 
 def test_a_validator_the_reference_cannot_describe_stops_the_generator() -> None:

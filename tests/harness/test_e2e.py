@@ -28,12 +28,12 @@ def secrets(tmp_path_factory: pytest.TempPathFactory) -> ClusterSecrets:
     )
 
 
-def test_gpu_shaped_runs_slurmrestd_and_local_does_not(secrets: ClusterSecrets) -> None:
+def test_gpu_shaped_runs_slurmrestd_and_local_runs_slurmdbd(secrets: ClusterSecrets) -> None:
     gpu = render("gpu-shaped", "26.05", secrets)
     assert [d["metadata"]["name"] for d in gpu.deployments()] == ["slurmrestd"]
     assert "AuthAltTypes=auth/jwt" in gpu.objects.get("ConfigMap", "slurm-config")["data"]["slurm.conf"]
     local = render("local", "26.05", secrets)
-    assert local.deployments() == []
+    assert [d["metadata"]["name"] for d in local.deployments()] == [vocab.SLURMDBD]
 
 
 def test_operations_controller_is_not_run_and_the_run_says_so(secrets: ClusterSecrets) -> None:
@@ -55,9 +55,15 @@ def test_declared_version_and_users_are_stand_ins_said_aloud(secrets: ClusterSec
     assert rendered.plan.declaration.image.slurm_version == "26.05"
     assert any(s.startswith("image.slurmVersion ") and s.endswith("-> 26.05 (the Slurm the test image carries)")
                for s in rendered.standins)  # fmt: skip
+    # The local stack declares its researchers: kept as declared, the run's key added beside theirs.
     users = rendered.plan.declaration.users
     assert [u.name for u in users] == ["alice", "bob"]
-    assert all(secrets.user_public_key in u.ssh_authorized_keys for u in users)
+    assert all(secrets.user_public_key in u.ssh_authorized_keys and len(u.ssh_authorized_keys) == 2 for u in users)
+    assert not [s for s in rendered.standins if s.startswith("users ")]
+    # A declaration with no users gets the tier's researchers, said so.
+    gpu = render("gpu-shaped", "26.05", secrets)
+    assert [u.name for u in gpu.plan.declaration.users] == ["alice", "bob"]
+    assert [s for s in gpu.standins if s.startswith("users alice (uid 2001) and bob (uid 2002")]
 
 
 def test_rest_api_scenario_applies_only_where_declared(secrets: ClusterSecrets) -> None:
@@ -68,7 +74,21 @@ def test_rest_api_scenario_applies_only_where_declared(secrets: ClusterSecrets) 
     # the last cluster is local's: no GPUs, no TPUs, no fabric, one controller (with state archives); the rest
     # applies to every declaration
     applies_to_local = {s.number for s in SCENARIOS if s.applies(cluster) is None}
-    assert applies_to_local == {1, 2, 3, 4, 5, 6, 7, 14, 18}
+    # (its accounting declares no QOS with a GPU limit, so no scenario 21)
+    assert applies_to_local == {1, 2, 3, 4, 5, 6, 7, 14, 18, 19, 20, 22, 23, 24}
+
+
+def test_the_accounting_declaration_is_gpu_shaped_with_a_declared_qos_gpu_limit(secrets: ClusterSecrets) -> None:
+    rendered = render("accounting", "26.05", secrets)
+    conf = rendered.objects.get("ConfigMap", vocab.CONFIG_MAP)["data"]["slurm.conf"]
+    assert "Gres=gpu:h100:8" in conf and "AccountingStorageTRES=gres/gpu" in conf
+    desired = rendered.objects.get("ConfigMap", vocab.ACCOUNTING_MAP)["data"][vocab.ACCOUNTING_DESIRED_FILE]
+    assert '"gres/gpu": 8' in desired
+    # The whole day's GPUs and the GPU limit apply; no CPU node shares the default partition.
+    cluster = cast(Any, SimpleNamespace(rendered=rendered))
+    applies = {s.number for s in SCENARIOS if s.applies(cluster) is None}
+    assert {9, 10, 13, 19, 20, 21, 22, 23, 24} <= applies and 15 not in applies
+    assert sorted(d["metadata"]["name"] for d in rendered.deployments()) == [vocab.SLURMDBD]
 
 
 def test_failover_scenarios_apply_where_a_backup_controller_is_declared(secrets: ClusterSecrets) -> None:

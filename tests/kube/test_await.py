@@ -128,7 +128,7 @@ def test_slurmctld_starts_after_the_namespaces_slurmdbd_is_ready() -> None:
 
 
 def test_without_its_own_slurmdbd_slurmctld_neither_depends_nor_waits() -> None:
-    plan = plan_for("local")
+    plan = plan_for("local", lambda raw: raw["slurm"].pop("accounting"))
     run = run_offline(lambda: SlurmCluster(plan.name, plan, CloudResult(provider=None)))
     assert not [r for r in run.of_type("kubernetes:apps/v1:Deployment") if r.inputs["metadata"]["name"] == "slurmdbd"]
     ctld = next(r for r in run.of_type("kubernetes:apps/v1:StatefulSet") if r.inputs["metadata"]["name"] == "slurmctld")
