@@ -34,6 +34,17 @@ SLURMDBD_PORT = 6819
 # Default size of the database volume of an in-cluster or cloud database. A choice, not a Slurm figure:
 # job records are a few kB each, so 50 GiB holds tens of millions of jobs before purging is needed.
 DEFAULT_DATABASE_GIB = 50
+# The in-cluster MariaDB's memory (memoryMib): the server's own memory and connections beside the buffer pool,
+# and how far below the limit the request is set. 3072 gives the 2048 MiB buffer pool slurmdbd 26.05 is
+# content with (slonk_infra/kube/accounting.py); 1536, a 512 MiB pool, fits a laptop cluster.
+DEFAULT_DATABASE_MEMORY_MIB = 3072
+# Purge*After (slurmdbd.conf(5)): without it records are never purged and the database only grows. A year of
+# job records, as CoreWeave SUNK's chart keeps them.
+DEFAULT_RETAIN_MONTHS = 12
+DATABASE_SERVER_MIB = 1024
+DATABASE_REQUEST_MARGIN_MIB = 512
+MIN_DATABASE_MEMORY_MIB = 1536
+MAX_DATABASE_MEMORY_MIB = 1024 * 1024
 # kind: cloud's default server sizes, both 2 vCPUs and 8 GiB (slurmdbd's load is its job records; Slurm's
 # accounting.html asks for an InnoDB buffer pool of 5-50% of the server's memory, which both clouds size from
 # the memory themselves). Cloud SQL Enterprise custom tier db-custom-<vCPUs>-<MiB>
@@ -111,6 +122,15 @@ class DatabaseSpec(_Model):
         "Not allowed with external.",
     )
 
+    memory_mib: int | None = Field(
+        default=None,
+        ge=MIN_DATABASE_MEMORY_MIB,
+        le=MAX_DATABASE_MEMORY_MIB,
+        description=f"in-cluster: the MariaDB container's memory limit in MiB (default {DEFAULT_DATABASE_MEMORY_MIB}). "
+        f"Its InnoDB buffer pool gets all but {DATABASE_SERVER_MIB} MiB of it (slurmdbd 26.05 asks for 2048 MiB "
+        f"of buffer pool and logs a warning below); the request is {DATABASE_REQUEST_MARGIN_MIB} MiB less than "
+        "the limit. Only with kind: in-cluster.",
+    )
     instance_class: str | None = Field(
         default=None,
         pattern=INSTANCE_CLASS_PATTERN,
@@ -151,9 +171,20 @@ class DatabaseSpec(_Model):
             raise ValueError(
                 f"host is for kind: external; with kind: {self.kind} slurmdbd is the namespace's own Service"
             )
+        if self.kind != "in-cluster" and self.memory_mib is not None:
+            raise ValueError(
+                f"memoryMib is for kind: in-cluster (the MariaDB pod); with kind: {self.kind} the database is "
+                + ("the cloud's: size it with instanceClass" if self.kind == "cloud" else "yours")
+            )
         if self.kind == "external" and self.storage_gib is not None:
             raise ValueError("storageGib is for kind: in-cluster or cloud; an external slurmdbd's database is yours")
         return self
+
+    @property
+    def memory(self) -> tuple[int, int, int]:
+        """The in-cluster database's (buffer pool, memory request, memory limit), in MiB."""
+        limit = self.memory_mib or DEFAULT_DATABASE_MEMORY_MIB
+        return limit - DATABASE_SERVER_MIB, limit - DATABASE_REQUEST_MARGIN_MIB, limit
 
     @property
     def volume_gib(self) -> int:
@@ -262,6 +293,15 @@ class AccountingSpec(_Model):
         description="AccountingStorageEnforce=associations,limits,qos,safe: a job runs only under a known "
         "association, within its limits and QOS. false: slurmdbd only records jobs (what the old "
         "`accounting: true` did).",
+    )
+    retain_months: int | None = Field(
+        default=DEFAULT_RETAIN_MONTHS,
+        ge=1,
+        le=1200,
+        description="in-cluster / cloud: months slurmdbd keeps job, step, reservation, suspend, event and transaction "
+        "records before deleting them (slurmdbd.conf Purge*After; the usage rollups behind sreport and fair share are "
+        "kept twice as long); null keeps every record and the database grows with every job. An external slurmdbd's "
+        "own settings apply there.",
     )
     priority_weights: PriorityWeightsSpec | None = Field(
         default_factory=PriorityWeightsSpec,

@@ -174,6 +174,8 @@ class DatabaseArgs(TypedDict):
     """The port slurmdbd listens on (AccountingStoragePort; slurmdbd's default 6819). Default: 6819."""
     storage_gib: NotRequired[int]
     """in-cluster / cloud: size of the database's volume in GiB (default 50). Not allowed with external."""
+    memory_mib: NotRequired[int]
+    """in-cluster: the MariaDB container's memory limit in MiB (default 3072). Its InnoDB buffer pool gets all but 1024 MiB of it (slurmdbd 26.05 asks for 2048 MiB of buffer pool and logs a warning below); the request is 512 MiB less than the limit. Only with kind: in-cluster."""
     instance_class: NotRequired[str]
     """cloud: the database server's size: a Cloud SQL machine tier on gcp (default db-custom-2-8192: 2 vCPUs, 8 GiB) or an RDS DB instance class on aws (default db.m6g.large: 2 vCPUs, 8 GiB). Only with kind: cloud."""
     high_availability: NotRequired[bool]
@@ -242,6 +244,8 @@ class AccountingArgs(TypedDict):
     """The slurmdbd slurmctld reports to and its database."""
     enforce: NotRequired[bool]
     """AccountingStorageEnforce=associations,limits,qos,safe: a job runs only under a known association, within its limits and QOS. false: slurmdbd only records jobs (what the old `accounting: true` did). Default: True."""
+    retain_months: NotRequired[int]
+    """in-cluster / cloud: months slurmdbd keeps job, step, reservation, suspend, event and transaction records before deleting them (slurmdbd.conf Purge*After; the usage rollups behind sreport and fair share are kept twice as long); null keeps every record and the database grows with every job. An external slurmdbd's own settings apply there. Default: 12."""
     priority_weights: NotRequired[PriorityWeightsArgs]
     """priority/multifactor weights; null keeps Slurm's default priority/basic (first in, first out)."""
     accounts: NotRequired[list[AccountArgs]]

@@ -35,7 +35,7 @@ from typing import Any
 from slonk_infra import vocab
 from slonk_infra.accounting.desired import desired_state
 from slonk_infra.accounting.wire import dump_state
-from slonk_infra.declaration.accounting import AccountingSpec
+from slonk_infra.declaration.accounting import AccountingSpec, DatabaseSpec
 from slonk_infra.kube.inputs import DatabaseConnection, KubeInputs
 from slonk_infra.kube.pod import (
     Obj,
@@ -69,8 +69,8 @@ MARIADB_SOCKET = f"{vocab.MARIADB_SOCKET_DIR}/mysqld.sock"
 # 22.05 recommends 1 GiB of buffer pool, 64 MiB of log file, 900 s of lock wait). slurmdbd 26.05 still
 # names innodb_buffer_pool_size at 1024M and is content at 2048M (measured against MariaDB 11.8), so 2048M.
 # The buffer pool is most of the database's memory: the container's memory is sized around it.
+# The buffer pool's size comes from the declaration (database.memoryMib; 2048M by default).
 MYSQLD_SETTINGS: tuple[tuple[str, str], ...] = (
-    ("innodb_buffer_pool_size", "2048M"),
     ("innodb_log_file_size", "64M"),
     ("innodb_lock_wait_timeout", "900"),
     # Slurm's guide also raises max_allowed_packet (large job scripts and environments are stored).
@@ -93,6 +93,7 @@ def my_cnf(
     socket_dir: str = vocab.MARIADB_SOCKET_DIR,
     port: int = vocab.MARIADB_PORT,
     bind: str = "0.0.0.0",
+    buffer_pool_mib: int = 2048,
 ) -> str:
     """mariadbd's whole configuration (read with --defaults-file, so the image's Debian defaults, which
     bind to 127.0.0.1, do not apply). The arguments are the pod's paths and port unless a test moves them."""
@@ -108,6 +109,7 @@ def my_cnf(
         "skip-name-resolve",
         # No binary log: one server, no replica to feed; backups are logical dumps (docs/accounting.md).
         "skip-log-bin",
+        f"innodb_buffer_pool_size = {buffer_pool_mib}M",
         *(f"{key} = {value}" for key, value in MYSQLD_SETTINGS),
         "",
         "[client]",
@@ -267,9 +269,19 @@ def slurmdbd_conf(plan: ClusterPlan) -> str:
             f"PidFile={SLURMDBD_RUN_DIR}/slurmdbd.pid",
             "DebugLevel=info",
             "StorageType=accounting_storage/mysql",
+            *purge_lines(_spec(plan).retain_months),
             "",
         ]
     )
+
+
+def purge_lines(months: int | None) -> list[str]:
+    """slurmdbd.conf's Purge*After for ``retainMonths`` (slurmdbd.conf(5): a number of months; the example
+    there spells it "12month"). Nothing with null: every record kept."""
+    if months is None:
+        return []
+    kinds = ("Event", "Job", "Resv", "Step", "Suspend", "TXN")
+    return [*(f"Purge{kind}After={months}month" for kind in kinds), f"PurgeUsageAfter={2 * months}month"]
 
 
 def _hash(*texts: str) -> str:
@@ -314,7 +326,7 @@ def scripts_map(plan: ClusterPlan) -> Obj:
     """The database's and slurmdbd's start scripts and mariadbd's configuration (nothing secret)."""
     data = {"slurmdbd-conf.sh": SLURMDBD_CONF_SH}
     if database_kind(plan) == "in-cluster":
-        data |= {"mariadb-init.sh": MARIADB_INIT_SH, MY_CNF: my_cnf()}
+        data |= {"mariadb-init.sh": MARIADB_INIT_SH, MY_CNF: database_cnf(plan)}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -395,6 +407,29 @@ def database_policy(plan: ClusterPlan) -> Obj:
     }
 
 
+def _database_spec(plan: ClusterPlan) -> DatabaseSpec:
+    accounting = plan.declaration.slurm.accounting
+    assert accounting is not None  # only called where the plan has in-cluster accounting
+    return accounting.database
+
+
+def database_cnf(plan: ClusterPlan) -> str:
+    """mariadbd's configuration for the declared database: the buffer pool from ``database.memoryMib``."""
+    pool, _, _ = _database_spec(plan).memory
+    return my_cnf(buffer_pool_mib=pool)
+
+
+def database_resources(plan: ClusterPlan, cpu: str) -> Obj:
+    """The database containers' requests and limit (``database.memoryMib``)."""
+    _, request, limit = _database_spec(plan).memory
+    return {"requests": {"cpu": cpu, "memory": f"{request}Mi"}, "limits": {"memory": _mib(limit)}}
+
+
+def _mib(value: int) -> str:
+    # Whole GiB as Gi, the way the manifests spelled 3 GiB before the size was declared.
+    return f"{value // 1024}Gi" if value % 1024 == 0 else f"{value}Mi"
+
+
 def database_statefulset(plan: ClusterPlan, inputs: KubeInputs) -> Obj:
     """MariaDB: one replica, its volume from a claim template kept when the StatefulSet is deleted or scaled
     down (persistentVolumeClaimRetentionPolicy Retain), the cluster's image (Debian's mariadb-server)."""
@@ -412,7 +447,7 @@ def database_statefulset(plan: ClusterPlan, inputs: KubeInputs) -> Obj:
         "image": image,
         "command": ["sh", f"{SCRIPTS_DIR}/mariadb-init.sh", cnf, MARIADB_DATADIR, DATABASE_SECRET_DIR],
         "securityContext": restricted(run_as=vocab.MYSQL_UID),
-        "resources": {"requests": {"cpu": "250m", "memory": "2560Mi"}, "limits": {"memory": "3Gi"}},
+        "resources": database_resources(plan, "250m"),
         "volumeMounts": [*mounts, {"name": "database", "mountPath": DATABASE_SECRET_DIR, "readOnly": True}],
     }
     container: Obj = {
@@ -421,8 +456,8 @@ def database_statefulset(plan: ClusterPlan, inputs: KubeInputs) -> Obj:
         "command": ["mariadbd", f"--defaults-file={cnf}"],
         "ports": [{"name": "mysql", "containerPort": vocab.MARIADB_PORT}],
         "securityContext": restricted(run_as=vocab.MYSQL_UID),
-        # The buffer pool (MYSQLD_SETTINGS) plus the server's own memory and connections.
-        "resources": {"requests": {"cpu": "500m", "memory": "2560Mi"}, "limits": {"memory": "3Gi"}},
+        # The buffer pool plus the server's own memory and connections (database.memoryMib).
+        "resources": database_resources(plan, "500m"),
         # Crash recovery of a large redo log can take minutes before the server answers.
         "startupProbe": {"exec": {"command": ping}, "periodSeconds": 5, "failureThreshold": 120},
         "readinessProbe": {"exec": {"command": ping}, "periodSeconds": 10, "timeoutSeconds": 5},
@@ -434,7 +469,7 @@ def database_statefulset(plan: ClusterPlan, inputs: KubeInputs) -> Obj:
         },
         "volumeMounts": mounts,
     }
-    scripts_hash = _hash(MARIADB_INIT_SH, my_cnf())
+    scripts_hash = _hash(MARIADB_INIT_SH, database_cnf(plan))
     pod_spec: Obj = {
         "serviceAccountName": vocab.SERVICE_ACCOUNT,
         "automountServiceAccountToken": False,

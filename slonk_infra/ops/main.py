@@ -139,10 +139,10 @@ def summary(report: TickReport) -> dict[str, Any]:
 # ops/sync.py ReconcileMemo): tens of thousands of objects at 4,096 nodes. Under the collector's default
 # thresholds a tick ran about 20 young passes and, every few ticks, a full pass over all of them (10-15 ms
 # and about 150 ms of CPU, benchmarks/sync.py). Those objects form no reference cycles, so after the first
-# tick they are moved out of the collector's sight and young passes are made rarer. Every
-# HEAP_SETTLE_TICKS ticks (an hour at the default 15 s) everything is collected once and frozen again, so
-# a cycle that did form among frozen objects is freed within the hour.
-HEAP_SETTLE_TICKS = 240
+# tick that read both sides they are moved out of the collector's sight and young passes are made rarer.
+# Every HEAP_SETTLE_SECONDS everything is collected once and frozen again, so a cycle that did form among
+# frozen objects is freed within the hour.
+HEAP_SETTLE_SECONDS = 3600.0
 GC_THRESHOLDS = (20_000, 20, 20)
 
 
@@ -202,10 +202,12 @@ def main(
     serve(controller, spec.metrics_port, stale_after=10 * spec.interval_seconds + 120)
     where = f"{controller.pools.cloud} cluster {controller.pools.cluster}" if controller.pools else "no cloud"
     log.info("slonk-ops: namespace %s, every %ss, %s", ns, spec.interval_seconds, where)
-    ticks = 0
+    settled: float | None = None
     while not stop.is_set():
         report = controller.tick()
-        if ticks % HEAP_SETTLE_TICKS == 0:
+        now = time.monotonic()
+        # After the first tick that read both sides (the first records are what is worth freezing), then hourly.
+        if report.slurm_ok and report.kube_ok and (settled is None or now - settled >= HEAP_SETTLE_SECONDS):
             settle_heap()
-        ticks += 1
+            settled = now
         stop.wait(max(0.0, spec.interval_seconds - report.wall_seconds))

@@ -363,8 +363,13 @@ class SlurmDbd:
             "StoragePass": self.storage_pass,
             "StorageLoc": _STORAGE_LOC,
         }
+        # The purge settings the shipped default renders (retainMonths), so real slurmdbd reads them too.
+        from slonk_infra.declaration.accounting import DEFAULT_RETAIN_MONTHS
+        from slonk_infra.kube.accounting import purge_lines
+
+        purges = purge_lines(DEFAULT_RETAIN_MONTHS)
         path = self.conf_path
-        path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
+        path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()) + "".join(f"{p}\n" for p in purges))
         # slurmdbd refuses a slurmdbd.conf others may read (it holds StoragePass).
         path.chmod(0o600)
         os.chown(path, 0, 0)

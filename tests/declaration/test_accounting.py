@@ -123,6 +123,24 @@ CASES: list[tuple[str, Raw, str, list[str]]] = [
         ["storageGib is for kind: in-cluster or cloud"],
     ),
     (
+        "memory for a cloud database",
+        edit(gcp, _set(["accounting", "database"], {"kind": "cloud", "memoryMib": 4096})),
+        "slurm.accounting.database",
+        ["memoryMib is for kind: in-cluster", "instanceClass"],
+    ),
+    (
+        "in-cluster database memory below a 512 MiB buffer pool",
+        edit(gcp, _set(["accounting", "database"], {"kind": "in-cluster", "memoryMib": 1024})),
+        "slurm.accounting.database.memoryMib",
+        ["greater than or equal to 1536"],
+    ),
+    (
+        "records kept for no month",
+        edit(gcp, _set(["accounting", "retainMonths"], 0)),
+        "slurm.accounting.retainMonths",
+        ["greater than or equal to 1"],
+    ),
+    (
         "external database without a host",
         edit(gcp, _set(["accounting", "database"], {"kind": "external"})),
         "slurm.accounting.database",

@@ -638,3 +638,32 @@ def test_real_slurmdbd_starts_on_the_assembled_conf_and_makes_its_tables(databas
         except subprocess.TimeoutExpired:
             daemon.kill()
             daemon.wait()
+
+
+def test_database_memory_sizes_the_buffer_pool_the_request_and_the_limit() -> None:
+    """memoryMib: the buffer pool all but 1 GiB of it, the request 512 MiB below it; the default as before."""
+    for memory, pool, request, limit in ((None, "2048M", "2560Mi", "3Gi"), (1536, "512M", "1024Mi", "1536Mi")):
+        extra: dict[str, Any] = {} if memory is None else {"memoryMib": memory}
+        objs = _objects("in-cluster", **extra)
+        sts = next(o for o in objs if o["kind"] == "StatefulSet" and o["metadata"]["name"] == "accounting-database")
+        mariadb = container(_pod(sts)["spec"], "mariadb")
+        assert mariadb["resources"] == {"requests": {"cpu": "500m", "memory": request}, "limits": {"memory": limit}}
+        cnf = next(o for o in objs if o["kind"] == "ConfigMap" and accounting.MY_CNF in o.get("data", {}))
+        assert f"innodb_buffer_pool_size = {pool}" in cnf["data"][accounting.MY_CNF]
+
+
+@pytest.mark.parametrize(("months", "expected"), [(None, 12), (3, 3), ("null", None)])
+def test_slurmdbd_purges_records_older_than_declared(months: Any, expected: int | None) -> None:
+    raw: dict[str, Any] = copy.deepcopy(load_declaration("gcp"))
+    _with_accounting("in-cluster", None)(raw)
+    if months is not None:
+        raw["slurm"]["accounting"]["retainMonths"] = None if months == "null" else months
+    conf = accounting.slurmdbd_conf(build_plan(raw))
+    purges = sorted(line for line in conf.splitlines() if line.startswith("Purge"))
+    if expected is None:
+        assert purges == []
+        return
+    kinds = ["Event", "Job", "Resv", "Step", "Suspend", "TXN"]
+    assert purges == sorted(
+        [*(f"Purge{k}After={expected}month" for k in kinds), f"PurgeUsageAfter={2 * expected}month"]
+    )

@@ -36,14 +36,14 @@ fi
 if [ -n "${SLONK_AWAIT_SLURMDBD:-}" ] && [ ! -e @STATE_DIR@/assoc_mgr_state ]; then
   # First start with the namespace's own slurmdbd (kind in-cluster or cloud), which may still be starting:
   # with no associations saved to recover, slurmctld 22.05 with AccountingStorageEnforce exits when slurmdbd
-  # does not answer ("slurmdbd and/or database must be up at slurmctld start time"). Wait for it, at most 10
-  # minutes, then start anyway (26.05 waits by itself; 22.05 exits and its pod restarts it). A later start
-  # recovers the saved associations and does not wait: a controller must not stay down with the database.
-  tries=0
+  # does not answer ("slurmdbd and/or database must be up at slurmctld start time"). Wait for it, at most 3
+  # minutes (inside the startup probe's 5, which also covers this wait), then start anyway (26.05 waits by
+  # itself; 22.05 exits and its pod restarts it). A later start recovers the saved associations and does not
+  # wait: a controller must not stay down with the database.
+  deadline=$(($(date +%s) + 180))
   until SLURM_CONF=@CONF_DIR@/slurm.conf timeout 20 sacctmgr -n show cluster >/dev/null 2>&1; do
-    tries=$((tries + 1))
-    [ "$tries" -le 60 ] || break
-    [ $((tries % 6)) -ne 1 ] || echo "slurmctld.sh: waiting for slurmdbd" >&2
+    [ "$(date +%s)" -lt "$deadline" ] || break
+    echo "slurmctld.sh: waiting for slurmdbd" >&2
     sleep 10
   done
 fi
