@@ -136,8 +136,7 @@ def render(stack: str, out: Path | None, program: Path | None, strict: bool, sta
     """Run STACK's Pulumi program under the mock runtime and write what it would create."""
     from slonk_infra.offline.render import run_program, write_render
 
-    if program is None:
-        _plan(stack, stacks_dir, strict, deploys=True)
+    plan = _plan(stack, stacks_dir, strict, deploys=True) if program is None else None
     name = stack_name(stack)
     try:
         run = run_program(name, load_stack_config(stack, stacks_dir), program)
@@ -158,6 +157,8 @@ def render(stack: str, out: Path | None, program: Path | None, strict: bool, sta
     )
     if run.transforms_run:
         click.echo(f"  {run.transforms_note()}")
+    for line in accounting_lines(stack, plan) if plan is not None else []:
+        click.echo(line)
 
 
 @main.command(epilog=STACK_HELP)
@@ -207,8 +208,7 @@ def check(
     from slonk_infra.policy.runner import PolicyRunError, check_registrations, format_report
 
     source = policy_config or DEFAULT_POLICY_CONFIG
-    if program is None:
-        _plan(stack, stacks_dir, strict, deploys=True)
+    plan = _plan(stack, stacks_dir, strict, deploys=True) if program is None else None
     name = stack_name(stack)
     failures: tuple[type[Exception], ...] = (*INPUT_ERRORS, PolicyConfigError, PolicyRunError)
     try:
@@ -231,6 +231,9 @@ def check(
             _fail(err)
         report = format_report(name, result, shown, group=not show_all) + f"\n{fmt} report written to {out}"
     click.echo(report, nl=not report.endswith("\n"))
+    if fmt == "text" and out is None and plan is not None:
+        for line in accounting_lines(stack, plan):
+            click.echo(line)
     if run.transforms_run:
         # Keep a JSON or SARIF standard output parseable.
         click.echo(run.transforms_note(), err=out is None and fmt != "text")
@@ -344,10 +347,23 @@ def accounting(stack: str, as_json: bool, strict: bool, stacks_dir: Path | None)
     if as_json:
         click.echo(dump_state(state), nl=False)
         return
-    click.echo(f"stack {stack_name(stack)}: cluster {plan.name}, slurmdbd ({spec.database.kind}) is to hold:")
-    click.echo("  qos:" + ("" if state.qos else " (only Slurm's normal)"))
+    for line in accounting_lines(stack, plan):
+        click.echo(line)
+
+
+def accounting_lines(stack: str, plan: ClusterPlan) -> list[str]:
+    """What ``slonk-infra accounting`` prints: the QOS and the association tree slurmdbd is to hold (none
+    without slurm.accounting). ``render`` and ``check`` print it too, so a change's effect is seen there."""
+    from slonk_infra.accounting.desired import desired_state
+
+    spec = plan.declaration.slurm.accounting
+    if spec is None:
+        return []
+    state = desired_state(spec, plan.name)
+    out = [f"stack {stack_name(stack)}: cluster {plan.name}, slurmdbd ({spec.database.kind}) is to hold:"]
+    out.append("  qos:" + ("" if state.qos else " (only Slurm's normal)"))
     for q in (state.qos[n] for n in sorted(state.qos)):
-        click.echo(
+        out.append(
             f"    {q.name:16} "
             + _settings(
                 Priority=q.priority or None,
@@ -357,10 +373,10 @@ def accounting(stack: str, as_json: bool, strict: bool, stacks_dir: Path | None)
                 MaxWall=format_wall(q.max_wall) if q.max_wall is not None else None,
             )
         )
-    click.echo("  associations:" + ("" if state.assocs else " (none declared)"))
+    out.append("  associations:" + ("" if state.assocs else " (none declared)"))
     for a in _tree(state):
         if a.user is None:
-            click.echo(
+            out.append(
                 f"    account {a.account:16} "
                 + _settings(
                     Parent=a.parent,
@@ -373,7 +389,8 @@ def accounting(stack: str, as_json: bool, strict: bool, stacks_dir: Path | None)
         else:
             default = state.users.get(a.user)
             mark = " (default account)" if default is not None and default.default_account == a.account else ""
-            click.echo(f"      user {a.user:16} " + _settings(GrpTRES=format_tres(a.grp_tres) or None) + mark)
+            out.append(f"      user {a.user:16} " + _settings(GrpTRES=format_tres(a.grp_tres) or None) + mark)
+    return out
 
 
 def _settings(**values: object) -> str:

@@ -407,3 +407,16 @@ def test_accounting_of_the_local_stack_is_its_researchers_accounts() -> None:
     assert "stack local: cluster slonk-local, slurmdbd (in-cluster) is to hold:" in lines
     held = [ln.split()[:2] for ln in lines if ln.startswith(("    account ", "      user "))]
     assert held == [["account", "chemistry"], ["user", "bob"], ["account", "physics"], ["user", "alice"]]
+
+
+@pytest.mark.parametrize("command", ["render", "check"])
+def test_render_and_check_print_what_slurmdbd_is_to_hold(command: str, tmp_path: Path) -> None:
+    """A change to the accounts shows in the render and the policy check, as `accounting` prints it."""
+    stack = str(STACKS / "Pulumi.local.yaml")
+    args = [command, stack, *(["--out", str(tmp_path / "out")] if command == "render" else [])]
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    held = invoke("accounting", stack).output.splitlines()
+    lines = result.output.splitlines()
+    assert lines[-len(held) :] == held
+    assert any(ln.startswith("      user alice ") for ln in lines)
