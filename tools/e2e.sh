@@ -29,5 +29,6 @@ fi
 # The harness runs in the project's virtual environment with the test tools (tools/venv.sh test: ./.venv
 # at the pinned versions; dnslib serves the cluster DNS; reused when tools/test.sh made it already).
 bash tools/venv.sh test >/dev/null
-# The harness removes what it created on SIGTERM; the limit keeps a hung run from holding CI.
-exec timeout --signal=TERM --kill-after=120 "${SLONK_E2E_TIMEOUT:-1800}" "${SLONK_VENV:-.venv}/bin/python" -m testing.e2e "$@"
+# The harness removes what it created on SIGTERM; the limit keeps a hung run from holding CI. A whole run
+# (five declarations, accounting in two of them) took about 33 minutes on a 2-vCPU machine: 50 leaves room.
+exec timeout --signal=TERM --kill-after=120 "${SLONK_E2E_TIMEOUT:-3000}" "${SLONK_VENV:-.venv}/bin/python" -m testing.e2e "$@"
