@@ -343,9 +343,8 @@ def accounting(stack: str, as_json: bool, strict: bool, stacks_dir: Path | None)
     if spec is None:
         click.echo(f"stack {stack_name(stack)}: cluster {plan.name} has no slurm.accounting; slurmdbd holds nothing")
         return
-    state = desired_state(spec, plan.name)
     if as_json:
-        click.echo(dump_state(state), nl=False)
+        click.echo(dump_state(desired_state(spec, plan.name)), nl=False)
         return
     for line in accounting_lines(stack, plan):
         click.echo(line)

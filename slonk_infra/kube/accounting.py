@@ -35,7 +35,7 @@ from typing import Any
 from slonk_infra import vocab
 from slonk_infra.accounting.desired import desired_state
 from slonk_infra.accounting.wire import dump_state
-from slonk_infra.declaration.accounting import AccountingSpec, DatabaseSpec
+from slonk_infra.declaration.accounting import DATABASE_SERVER_MIB, DEFAULT_DATABASE_MEMORY_MIB, AccountingSpec
 from slonk_infra.kube.inputs import DatabaseConnection, KubeInputs
 from slonk_infra.kube.pod import (
     Obj,
@@ -93,7 +93,7 @@ def my_cnf(
     socket_dir: str = vocab.MARIADB_SOCKET_DIR,
     port: int = vocab.MARIADB_PORT,
     bind: str = "0.0.0.0",
-    buffer_pool_mib: int = 2048,
+    buffer_pool_mib: int = DEFAULT_DATABASE_MEMORY_MIB - DATABASE_SERVER_MIB,
 ) -> str:
     """mariadbd's whole configuration (read with --defaults-file, so the image's Debian defaults, which
     bind to 127.0.0.1, do not apply). The arguments are the pod's paths and port unless a test moves them."""
@@ -407,21 +407,15 @@ def database_policy(plan: ClusterPlan) -> Obj:
     }
 
 
-def _database_spec(plan: ClusterPlan) -> DatabaseSpec:
-    accounting = plan.declaration.slurm.accounting
-    assert accounting is not None  # only called where the plan has in-cluster accounting
-    return accounting.database
-
-
 def database_cnf(plan: ClusterPlan) -> str:
     """mariadbd's configuration for the declared database: the buffer pool from ``database.memoryMib``."""
-    pool, _, _ = _database_spec(plan).memory
+    pool, _, _ = _spec(plan).database.memory
     return my_cnf(buffer_pool_mib=pool)
 
 
 def database_resources(plan: ClusterPlan, cpu: str) -> Obj:
     """The database containers' requests and limit (``database.memoryMib``)."""
-    _, request, limit = _database_spec(plan).memory
+    _, request, limit = _spec(plan).database.memory
     return {"requests": {"cpu": cpu, "memory": f"{request}Mi"}, "limits": {"memory": _mib(limit)}}
 
 
