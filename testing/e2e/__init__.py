@@ -10,6 +10,7 @@ render a declaration, bring its pods up as a :class:`Cluster` on its cloud's nod
 (jobs, pod deletion, loss and recreation, GPU faults). The modules' other names are its internals.
 """
 
+from testing.e2e.accounting_scenarios import accounting_ready, no_in_cluster_accounting
 from testing.e2e.cluster import ApplyResult, Cluster, sinfo_state
 from testing.e2e.controller_scenarios import (
     failover,
@@ -46,12 +47,14 @@ __all__ = [
     "PodmanError",
     "Rendered",
     "Scenario",
+    "accounting_ready",
     "build_image",
     "cloud_result",
     "failover",
     "job_state",
     "no_backup_controller",
     "no_gpus",
+    "no_in_cluster_accounting",
     "no_state_backup",
     "primary_back_seconds",
     "prolog_seconds",
