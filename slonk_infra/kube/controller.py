@@ -43,11 +43,9 @@ def service(plan: ClusterPlan) -> Obj:
 
 
 def pod_services(plan: ClusterPlan) -> list[Obj]:
-    """With a backup controller, a ClusterIP Service per controller pod: the address slurm.conf gives it
-    (:func:`slonk_infra.plan.naming.controller_hosts` says why)."""
+    """A ClusterIP Service per controller pod: the address slurm.conf gives it, which stays while the pod is
+    replaced (:func:`slonk_infra.plan.naming.controller_hosts` says why)."""
     replicas = plan.declaration.controller.replicas
-    if replicas == 1:
-        return []
     return [
         {
             "apiVersion": "v1",

@@ -81,32 +81,30 @@ def block(group: str, index: int = 0) -> str:
     return f"bl-{group}" if index == 0 else f"bl-{group}-{index}"
 
 
-def controller_host(namespace: str, ordinal: int = 0) -> str:
-    """Stable DNS name of a controller pod (StatefulSet pod behind its headless Service); 0 is the primary."""
-    return f"{CONTROLLER}-{ordinal}.{CONTROLLER}.{namespace}.svc.cluster.local"
-
-
 def controller_hosts(namespace: str, replicas: int) -> list[str]:
-    """Addresses of every controller, primary first (slurm.conf's SlurmctldHost order).
+    """Addresses of every controller, primary first (slurm.conf's SlurmctldHost order): each pod's own
+    ClusterIP Service (:func:`controller_service`), whose name and address stay while the pod is replaced.
 
-    One controller: its pod's name under the headless Service. Two: each pod's own ClusterIP Service
-    (:func:`controller_service`), whose name resolves while the pod is gone too. Before 23.11.2 a Slurm
-    client whose primary's name does not resolve gives up instead of trying the backup, and a lost pod's
-    name is gone from DNS from when the pod object is deleted until its replacement has an address
-    (for good while no node can take it); a Service name always resolves, and with no pod behind it
-    the connection is refused at once, so clients and slurmd go straight on to the backup.
+    A pod's own DNS name (``slurmctld-0.slurmctld...``, the headless Service) leads to a new address each
+    time the pod is made again, and is gone from DNS between the pod object's deletion and its
+    replacement's address (for good while no node can take it). A Slurm client resolves the controller
+    once per command and then retries that address every second for ``MessageTimeout`` (30 s), so a
+    command started as the pod went kept trying the gone address for 30 s, and a cluster DNS that caches
+    answers (CoreDNS's default Corefile: ``ttl 30``, ``cache 30``) hands out the old address for as long.
+    Before 23.11.2 a client whose primary's name does not resolve gives up instead of trying the backup.
+    A Service's name always resolves to the same address; with no pod behind it the connection is
+    refused at once, and the client's next try a second later reaches the new pod (or, with two
+    controllers, the client goes straight on to the backup).
 
     These are absolute names (a trailing dot): with the pods' ``ndots:5`` a four-dot name is otherwise first
     tried under every search domain, and each client RPC, slurmd message and the backup's ping of the
     primary would wait on those lookups; a slow answer to one of them delays a takeover.
     """
-    if replicas == 1:
-        return [controller_host(namespace)]
     return [f"{controller_service(i)}.{namespace}.svc.cluster.local." for i in range(replicas)]
 
 
 def controller_service(ordinal: int) -> str:
-    """Name of the ClusterIP Service of controller pod ``ordinal`` (with more than one controller)."""
+    """Name of the ClusterIP Service of controller pod ``ordinal``."""
     return f"{CONTROLLER}-{ordinal}"
 
 

@@ -119,7 +119,7 @@ def test_naming_chain() -> None:
     assert naming.compress(["a-1", "a-0", "b-3"]) == "a-[0-1],b-3"
     assert naming.pod("cpu", 3) == "cpu-3"
     assert naming.switch("v5p-1") == "sw-v5p-1"
-    assert naming.controller_host("slurm") == "slurmctld-0.slurmctld.slurm.svc.cluster.local"
+    assert naming.controller_hosts("slurm", 1) == ["slurmctld-0.slurm.svc.cluster.local."]
     plan = build_plan(load_declaration("gcp"))
     for g in plan.groups:
         for name in (naming.statefulset(g.name), naming.node_pool(g.name), *g.node_names, naming.switch(g.name)):

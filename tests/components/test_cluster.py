@@ -39,7 +39,7 @@ def test_a_ten_line_program_reads_every_output(stack: str) -> None:
     plan = build_plan(raw)
     assert out["clusterName"] == plan.name
     assert out["namespace"] == plan.namespace
-    assert out["controllerHost"] == f"slurmctld-0.slurmctld.{plan.namespace}.svc.cluster.local"
+    assert out["controllerHost"] == f"slurmctld-0.{plan.namespace}.svc.cluster.local."
     # The mock gives Services a placeholder ClusterIP and no LoadBalancer status.
     assert out["loginAddress"] == "<known after deploy: Service research-service-login .spec.clusterIP>"
     assert "slurm.conf" in out["slurmFiles"] and f"ClusterName={plan.name}" in out["slurmFiles"]["slurm.conf"]

@@ -40,13 +40,19 @@ def test_the_service_gives_the_host_slurm_conf_names() -> None:
     plan = plan_for("aws")
     svc = controller.service(plan)
     sts = controller.statefulset(plan, files_for(plan), KubeInputs())
-    # Pod 0 of StatefulSet X behind headless Service X resolves as X-0.X.<ns>.svc.cluster.local.
+    # The headless Service gives the StatefulSet's pods their own DNS names (serviceName).
     assert svc["metadata"]["name"] == sts["metadata"]["name"] == sts["spec"]["serviceName"] == naming.CONTROLLER
     assert svc["spec"]["clusterIP"] == "None"
+    # slurm.conf names the pod's own ClusterIP Service, absolutely: an address that stays while the pod
+    # is replaced, so a client retrying it reaches the new pod.
+    (own,) = controller.pod_services(plan)
+    assert own["spec"]["type"] == "ClusterIP" and own["metadata"]["name"] == "slurmctld-0"
     assert (
-        f"SlurmctldHost={naming.CONTROLLER}-0({naming.controller_host(plan.namespace)})"
+        f"SlurmctldHost={naming.CONTROLLER}-0(slurmctld-0.{plan.namespace}.svc.cluster.local.)"
         in files_for(plan).config["slurm.conf"].splitlines()
     )
+    assert own["spec"]["selector"] == {**svc["spec"]["selector"], controller.POD_NAME_LABEL: "slurmctld-0"}
+    assert own["spec"]["ports"] == svc["spec"]["ports"]
     assert svc["spec"]["ports"][0]["port"] == vocab.SLURMCTLD_PORT
     assert matches(svc["spec"]["selector"], sts["spec"]["template"]["metadata"]["labels"])
     assert matches(sts["spec"]["selector"]["matchLabels"], sts["spec"]["template"]["metadata"]["labels"])

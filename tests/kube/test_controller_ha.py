@@ -61,13 +61,16 @@ def test_one_controller_renders_as_before() -> None:
     plan = plan_for("gcp")
     conf = files_for(plan).config["slurm.conf"].splitlines()
     assert [line for line in conf if line.startswith("SlurmctldHost=")] == [
-        f"SlurmctldHost=slurmctld-0({naming.controller_host(plan.namespace)})"
+        f"SlurmctldHost=slurmctld-0(slurmctld-0.{plan.namespace}.svc.cluster.local.)"
     ]
     assert "SlurmctldTimeout=120" in conf
     objs = objects(plan)
-    assert not [
-        o for o in objs if o["kind"] in ("Service", "CronJob") and o["metadata"]["name"].startswith("slurmctld-")
-    ]
+    # Its own ClusterIP Service, as each of two has; no backup's Service and no state archive job.
+    assert [
+        (o["kind"], o["metadata"]["name"])
+        for o in objs
+        if o["kind"] in ("Service", "CronJob") and o["metadata"]["name"].startswith("slurmctld-")
+    ] == [("Service", "slurmctld-0")]
     spec = find(objs, "StatefulSet", naming.CONTROLLER)["spec"]
     # Parallel with one controller too: the field is immutable, and 1 -> 2 must not replace the StatefulSet.
     assert spec["replicas"] == 1 and spec["podManagementPolicy"] == "Parallel"

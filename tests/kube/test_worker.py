@@ -77,7 +77,7 @@ def test_prestop_drains_within_the_grace_period() -> None:
     assert "drain.sh" in files_for(plan).scripts
     env = {e["name"]: e.get("value") for e in slurmd["env"]}
     assert 0 < int(env["SLONK_DRAIN_SECONDS"]) < spec["terminationGracePeriodSeconds"] == worker.WORKER_GRACE_SECONDS
-    assert env["SLONK_CONTROLLER"] == naming.controller_host(plan.namespace)
+    assert env["SLONK_CONTROLLER"] == f"slurmctld-0.{plan.namespace}.svc.cluster.local."
 
 
 def test_probes_ask_only_the_local_slurmd() -> None:
