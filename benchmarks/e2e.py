@@ -31,6 +31,7 @@ import os
 import secrets
 import shlex
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -296,6 +297,7 @@ def config_served(cluster: Cluster, watcher: str) -> tuple[float, float]:
     Kubernetes rolls them): seconds from the apply to slurmctld serving the partition, seen from a worker
     pod that the change leaves alone, and to the apply's end (every rolled pod Ready)."""
     name = f"b{secrets.token_hex(3)}"
+    timeline: list[tuple[float, str]] = []
     new = rerender(cluster.rendered, cluster.secrets, with_partition(cluster, name))
     done: list[float] = []
     failed: list[BaseException] = []
@@ -303,7 +305,7 @@ def config_served(cluster: Cluster, watcher: str) -> tuple[float, float]:
 
     def apply() -> None:
         try:
-            cluster.apply(new)
+            timeline.extend(cluster.apply(new).timeline)
         except BaseException as exc:  # reported by the caller
             failed.append(exc)
         done.append(time.monotonic() - t0)
@@ -321,6 +323,7 @@ def config_served(cluster: Cluster, watcher: str) -> tuple[float, float]:
     if failed:
         raise failed[0]
     cluster.wait_states({n: "idle" for n in cluster.workers()}, 300)
+    print(f"config change: served {served_s:.2f} s; roll: {timeline}", file=sys.stderr, flush=True)
     return served_s, done[0]
 
 
@@ -461,6 +464,8 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=10, help="with --acceptance: config changes applied")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
+    # A run stopped with SIGTERM (a timeout) still removes its pods and network (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     workdir = Path(tempfile.mkdtemp(prefix="slonk-e2e-bench-"))
     podman = Podman(workdir)
     cluster: Cluster | None = None

@@ -157,6 +157,9 @@ MUNGE_SOCKET_DIR = "/run/munge"  # shared by munged and the Slurm daemons
 MUNGE_SECRET_DIR = "/etc/munge-secret"  # the Secret, root-owned, as Kubernetes mounts it
 MUNGE_PRIVATE_DIR = "/run/munge-key"  # munged's own copy, owned by munge
 RUN_SLURM_DIR = "/run/slurm"  # per-pod flags (a leaving worker's "terminating" mark)
+# In a controller pod: slurm.conf with this pod's own SlurmctldHost at the loopback address (slurmctld.sh
+# writes it), for the commands that ask this pod's slurmctld (its probes, push-config.sh).
+SELF_CONF = f"{RUN_SLURM_DIR}/self.conf"
 NFS_EXPORT_DIR = "/exports"
 ACCOUNTING_DIR = "/etc/slurm-accounting"  # ACCOUNTING_MAP in the slurmdbd pod, read by the reconciler
 MARIADB_VOLUME_DIR = "/var/lib/mysql"  # the database's volume; the datadir is its data/ subdirectory

@@ -135,8 +135,9 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
     ha = ctl.replicas > 1
     image = plan.declaration.image.reference
     shared_volumes, shared = shared_mounts(plan)
-    # With a backup, each pod is probed on its own daemon: either one UP would pass "is UP".
-    ping = ["sh", "-c", 'scontrol ping | grep -q "at $(hostname) is UP"' if ha else "scontrol ping | grep -q 'is UP'"]
+    # Each pod is probed on its own daemon (with a backup, either one UP would pass "is UP"), over the
+    # loopback: slurmctld.sh's copy of slurm.conf names this pod at 127.0.0.1 (vocab.SELF_CONF says why).
+    ping = ["sh", "-c", f'SLURM_CONF={vocab.SELF_CONF} scontrol ping | grep -q "at $(hostname) is UP"']
     if ctl.state_storage:
         state_mount: Obj = {
             "name": f"shared-{ctl.state_storage}",

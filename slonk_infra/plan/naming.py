@@ -92,9 +92,15 @@ def controller_hosts(namespace: str, replicas: int) -> list[str]:
     command started as the pod went kept trying the gone address for 30 s, and a cluster DNS that caches
     answers (CoreDNS's default Corefile: ``ttl 30``, ``cache 30``) hands out the old address for as long.
     Before 23.11.2 a client whose primary's name does not resolve gives up instead of trying the backup.
-    A Service's name always resolves to the same address; with no pod behind it the connection is
-    refused at once, and the client's next try a second later reaches the new pod (or, with two
-    controllers, the client goes straight on to the backup).
+    A Service's name always resolves to the same address, and the client's next try after the new pod is
+    up reaches it (with two controllers, a client meanwhile goes on to the backup). With no pod behind the
+    Service the connection is refused at once where the dataplane rejects it (kube-proxy's iptables and
+    IPVS modes; Cilium answers with ICMP unreachable on kernels from 5.2, cilium/cilium#28157); where it
+    is dropped instead, each try waits ``TCPTimeout`` (2 s) first.
+
+    The controller's own probes do not go through its Service (a pod reaching itself through its own
+    Service is hairpin traffic, which each network plugin and its NetworkPolicy handle their own way):
+    slurmctld.sh writes a copy of slurm.conf naming the pod itself at 127.0.0.1 (``vocab.SELF_CONF``).
 
     These are absolute names (a trailing dot): with the pods' ``ndots:5`` a four-dot name is otherwise first
     tried under every search domain, and each client RPC, slurmd message and the backup's ping of the

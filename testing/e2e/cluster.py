@@ -48,6 +48,9 @@ class ApplyResult:
     refreshed_volumes: int = 0
     stop_seconds: dict[str, float] = field(default_factory=dict)
     """Pod -> seconds from its deletion until it was gone (preStop, then SIGTERM until it exited)."""
+    timeline: list[tuple[float, str]] = field(default_factory=list)
+    """(seconds since the apply began, what happened): each replaced pod's deletion, its replacement's
+    creation and its readiness, in order; where a roll's time went."""
 
 
 class Cluster:
@@ -305,19 +308,12 @@ class Cluster:
         self.runner.objects = rendered.objects
         self.runner.plan = rendered.plan
         result = ApplyResult()
-        for pod in self.pods.values():  # kubelet refreshes ConfigMap/Secret volumes of running pods
-            for vol in pod.spec.get("volumes", []):
-                if any(k in vol for k in ("configMap", "secret", "projected")):
-                    target = self.rundir / "pods" / pod.podman_name / "cfg" / vol["name"]
-                    fresh = target.with_name(target.name + ".new")
-                    fill_volume(fresh, vol, rendered.objects, self._opts(pod.name).secret_overrides)
-                    for f in fresh.rglob("*"):  # in place: a bind mount keeps the old directory's inode
-                        if f.is_file():
-                            dest = target / f.relative_to(fresh)
-                            dest.parent.mkdir(parents=True, exist_ok=True)
-                            shutil.copy2(f, dest)
-                    shutil.rmtree(fresh)
-                    result.refreshed_volumes += 1
+        t0 = time.monotonic()
+
+        def mark(what: str) -> None:
+            result.timeline.append((round(time.monotonic() - t0, 2), what))
+
+        result.refreshed_volumes = self._refresh_volumes(rendered)
         for sts in rendered.statefulsets():
             name = sts["metadata"]["name"]
             before = next((s for s in old.statefulsets() if s["metadata"]["name"] == name), None)
@@ -331,10 +327,13 @@ class Cluster:
             strategy = (sts["spec"].get("updateStrategy") or {}).get("type", "RollingUpdate")
             if changed and strategy == "RollingUpdate":
                 for pod_name in reversed(have[:want]):  # one at a time, each Ready before the next
+                    mark(f"{pod_name} deleted")
                     gone, replacement = self.delete_pod(pod_name)
                     result.stop_seconds[pod_name] = gone.total_s
+                    mark(f"{pod_name} made again")
                     if replacement is not None:
                         self.runner.wait_ready(replacement)
+                        mark(f"{pod_name} Ready")
                     result.replaced.append(pod_name)
             for ordinal in range(len(have), want):
                 self._create(sts, ordinal)
@@ -345,15 +344,36 @@ class Cluster:
             if before is not None and _template(before) != _template(dep):
                 recreate = (dep["spec"].get("strategy") or {}).get("type") == "Recreate"
                 for pod in self.deployment_pods(name):
+                    mark(f"{name} rolled")
                     if recreate:  # Recreate (slurmdbd): the old pod is gone before the new one starts
                         gone, _ = self.delete_pod(pod.name, recreate=False)
                         self.runner.wait_ready(self._create_from_deployment(dep))
                     else:
                         self.runner.wait_ready(self._create_from_deployment(dep))
                         gone, _ = self.delete_pod(pod.name, recreate=False)
+                    mark(f"{name} Ready")
                     result.replaced.append(pod.name)
                     result.stop_seconds[pod.name] = gone.total_s
         return result
+
+    def _refresh_volumes(self, rendered: Rendered) -> int:
+        """What kubelet does for running pods: their ConfigMap / Secret volumes get the new contents.
+        Returns how many volumes were refreshed."""
+        count = 0
+        for pod in self.pods.values():
+            for vol in pod.spec.get("volumes", []):
+                if any(k in vol for k in ("configMap", "secret", "projected")):
+                    target = self.rundir / "pods" / pod.podman_name / "cfg" / vol["name"]
+                    fresh = target.with_name(target.name + ".new")
+                    fill_volume(fresh, vol, rendered.objects, self._opts(pod.name).secret_overrides)
+                    for f in fresh.rglob("*"):  # in place: a bind mount keeps the old directory's inode
+                        if f.is_file():
+                            dest = target / f.relative_to(fresh)
+                            dest.parent.mkdir(parents=True, exist_ok=True)
+                            shutil.copy2(f, dest)
+                    shutil.rmtree(fresh)
+                    count += 1
+        return count
 
     def _opts(self, name: str) -> PodOptions:
         return self.options.get(name) or PodOptions()

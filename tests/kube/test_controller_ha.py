@@ -3,6 +3,8 @@ what is refused. The tier runs them (testing/e2e, scenarios 16-18)."""
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -172,3 +174,34 @@ def test_bad_controller_declarations_are_refused_by_field(
     found = [p for p in err.value.problems if p.path == path]
     assert found, [(p.path, p.message) for p in err.value.problems]
     assert words in found[0].message, found[0].message
+
+
+@pytest.mark.parametrize("edit", [None, ha], ids=["one controller", "two controllers"])
+def test_each_controller_is_probed_over_the_loopback(edit: Any, tmp_path: Path) -> None:
+    """slurm.conf names each controller by its ClusterIP Service; the probes ask the pod's own slurmctld
+    through slurmctld.sh's copy of slurm.conf, which names this pod (and only this pod) at 127.0.0.1, so no
+    probe depends on a pod reaching itself through its own Service."""
+    plan = plan_for("gcp", edit) if edit else plan_for("gcp")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(files_for(plan).config["slurm.conf"])
+    script = files_for(plan).scripts["slurmctld.sh"]
+    start = script.index("sed ")
+    end = script.index("\n", script.index("mv -f", start))
+    lines_ = script[start:end].replace(vocab.CONF_DIR + "/slurm.conf", str(conf))
+    lines_ = lines_.replace(vocab.SELF_CONF, str(tmp_path / "self.conf"))
+    original = _ctld_hosts(conf.read_text())
+    assert len(original) == plan.declaration.controller.replicas
+    for host in (f"slurmctld-{i}" for i in range(len(original))):
+        subprocess.run(["sh", "-euc", f"hostname() {{ echo {host}; }}\n{lines_}"], check=True)
+        got = _ctld_hosts((tmp_path / "self.conf").read_text())
+        assert got == [f"{host}(127.0.0.1)" if h.startswith(f"{host}(") else h for h in original]
+        assert got != original
+    sts = controller.statefulset(plan, files_for(plan), KubeInputs())
+    ctld = container(sts["spec"]["template"]["spec"], "slurmctld")
+    for probe in ("startupProbe", "readinessProbe"):
+        assert ctld[probe]["exec"]["command"][-1].startswith(f"SLURM_CONF={vocab.SELF_CONF} scontrol ping ")
+    assert f"SLURM_CONF={vocab.SELF_CONF} " in script  # push-config.sh asks this pod too
+
+
+def _ctld_hosts(conf: str) -> list[str]:
+    return [line.split("=", 1)[1] for line in conf.splitlines() if line.startswith("SlurmctldHost=")]

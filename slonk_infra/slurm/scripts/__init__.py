@@ -50,6 +50,7 @@ SETTINGS: dict[str, str] = {
     "LOGIN_HOST_KEY": vocab.LOGIN_HOST_KEY,
     "SLURM_UID": str(vocab.SLURM_UID),
     "STATE_DIR": vocab.STATE_DIR,
+    "SELF_CONF": vocab.SELF_CONF,
 }
 PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
 

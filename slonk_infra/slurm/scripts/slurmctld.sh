@@ -5,6 +5,13 @@
 # request-restore) is restored first.
 set -eu
 until [ -S /run/munge/munge.socket.2 ]; do sleep 1; done
+# What asks this pod's own slurmctld (its probes, push-config.sh) reads this copy of slurm.conf, naming
+# this pod at the loopback address: slurm.conf names it by its ClusterIP Service, and a pod reaching
+# itself through its own Service (hairpin) is left to each network plugin and its NetworkPolicy handling.
+# slurmctld listens on every address. A config change rolls the pod, so the copy is made once.
+sed "s/^SlurmctldHost=$(hostname)(.*)\$/SlurmctldHost=$(hostname)(127.0.0.1)/" @CONF_DIR@/slurm.conf \
+  >@SELF_CONF@.new
+mv -f @SELF_CONF@.new @SELF_CONF@
 if [ -n "${SLONK_BACKUPS:-}" ]; then
   "$(dirname "$0")/state.sh" restore-requested "$SLONK_BACKUPS" @STATE_DIR@
 fi
@@ -30,7 +37,7 @@ if [ -n "${SLONK_PUSH_CONFIG:-}" ]; then
   case "$(hostname)" in
   # Before 23.11 configless slurmd keep the files they fetched until told: push them once settled. It
   # stays a zombie under slurmctld (PID 1) when done.
-  *-0) "$(dirname "$0")/push-config.sh" & ;;
+  *-0) SLURM_CONF=@SELF_CONF@ "$(dirname "$0")/push-config.sh" & ;;
   esac
 fi
 if [ -n "${SLONK_AWAIT_SLURMDBD:-}" ] && [ ! -e @STATE_DIR@/assoc_mgr_state ]; then
