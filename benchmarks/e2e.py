@@ -305,7 +305,10 @@ def config_served(cluster: Cluster, watcher: str) -> tuple[float, float]:
 
     def apply() -> None:
         try:
-            timeline.extend(cluster.apply(new).timeline)
+            result = cluster.apply(new)
+            timeline.extend(result.timeline)
+            for cname, log in result.slow_stops.items():
+                print(f"config change: {cname} {log}", file=sys.stderr, flush=True)
         except BaseException as exc:  # reported by the caller
             failed.append(exc)
         done.append(time.monotonic() - t0)

@@ -48,6 +48,8 @@ class ApplyResult:
     refreshed_volumes: int = 0
     stop_seconds: dict[str, float] = field(default_factory=dict)
     """Pod -> seconds from its deletion until it was gone (preStop, then SIGTERM until it exited)."""
+    slow_stops: dict[str, str] = field(default_factory=dict)
+    """Container -> its last log lines, where one took long to exit (DeleteResult.slow_stops)."""
     timeline: list[tuple[float, str]] = field(default_factory=list)
     """(seconds since the apply began, what happened): each replaced pod's deletion, its replacement's
     creation and its readiness, in order; where a roll's time went."""
@@ -330,6 +332,7 @@ class Cluster:
                     mark(f"{pod_name} deleted")
                     gone, replacement = self.delete_pod(pod_name)
                     result.stop_seconds[pod_name] = gone.total_s
+                    result.slow_stops |= gone.slow_stops
                     mark(f"{pod_name} made again")
                     if replacement is not None:
                         self.runner.wait_ready(replacement)

@@ -79,6 +79,10 @@ class PodOptions:
     """GPUs the NVML stand-in leaves out of its count (a GPU fallen off the bus)."""
 
 
+# A main container slower than this to exit after SIGTERM has its last log lines kept (DeleteResult.slow_stops).
+SLOW_STOP_S = 5.0
+
+
 @dataclass(frozen=True)
 class DeleteResult:
     """What deleting a pod did: the preStop hook's exit code and output, and how long each part took."""
@@ -87,6 +91,8 @@ class DeleteResult:
     prestop_output: str
     prestop_s: float
     total_s: float
+    slow_stops: dict[str, str] = field(default_factory=dict)
+    """Main container -> its last log lines, for each that took more than SLOW_STOP_S to stop after SIGTERM."""
 
 
 class PodRunner:
@@ -376,15 +382,20 @@ class PodRunner:
                 prestop_rc, output = proc.returncode, proc.stdout + proc.stderr
         prestop_s = time.monotonic() - t0
         remaining = max(2, int(grace - prestop_s))
+        slow: dict[str, str] = {}
         for cname in pod.main:
+            began = time.monotonic()
             self.podman.run("stop", "--time", str(remaining), cname, check=False, timeout=remaining + 60)
+            if (took := time.monotonic() - began) > SLOW_STOP_S:  # what it was doing: its own last words
+                tail = self.podman.run("logs", "--timestamps", "--tail", "25", cname, check=False, timeout=60)
+                slow[cname] = f"stopped after {took:.1f} s:\n{tail.stdout}{tail.stderr}"
         for cname in reversed(pod.sidecars):
             self.podman.run("stop", "--time", "5", cname, check=False, timeout=65)
         self.podman.remove_pod(pod.podman_name)
         if self.dns is not None:
             self.dns.forget(pod.name)
         shutil.rmtree(self.rundir / "pods" / pod.podman_name, ignore_errors=True)
-        return DeleteResult(prestop_rc, output, prestop_s, time.monotonic() - t0)
+        return DeleteResult(prestop_rc, output, prestop_s, time.monotonic() - t0, slow)
 
 
 def _bytes(quantity: str) -> str:
