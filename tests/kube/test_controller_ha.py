@@ -186,16 +186,23 @@ def test_each_controller_is_probed_over_the_loopback(edit: Any, tmp_path: Path) 
     conf.write_text(files_for(plan).config["slurm.conf"])
     script = files_for(plan).scripts["slurmctld.sh"]
     start = script.index("sed ")
-    end = script.index("\n", script.index("mv -f", start))
+    end = script.index("\n", script.index("its probes go through its Service", start))
     lines_ = script[start:end].replace(vocab.CONF_DIR + "/slurm.conf", str(conf))
     lines_ = lines_.replace(vocab.SELF_CONF, str(tmp_path / "self.conf"))
     original = _ctld_hosts(conf.read_text())
     assert len(original) == plan.declaration.controller.replicas
     for host in (f"slurmctld-{i}" for i in range(len(original))):
-        subprocess.run(["sh", "-euc", f"hostname() {{ echo {host}; }}\n{lines_}"], check=True)
+        run = subprocess.run(
+            ["sh", "-euc", f"hostname() {{ echo {host}; }}\n{lines_}"], check=True, capture_output=True, text=True
+        )
         got = _ctld_hosts((tmp_path / "self.conf").read_text())
         assert got == [f"{host}(127.0.0.1)" if h.startswith(f"{host}(") else h for h in original]
-        assert got != original
+        assert got != original and run.stderr == ""
+    # A pod whose hostname slurm.conf does not name says so instead of probing through its Service unseen.
+    run = subprocess.run(
+        ["sh", "-euc", f"hostname() {{ echo other-0; }}\n{lines_}"], check=True, capture_output=True, text=True
+    )
+    assert "no SlurmctldHost line names other-0" in run.stderr
     sts = controller.statefulset(plan, files_for(plan), KubeInputs())
     ctld = container(sts["spec"]["template"]["spec"], "slurmctld")
     for probe in ("startupProbe", "readinessProbe"):

@@ -12,6 +12,8 @@ until [ -S /run/munge/munge.socket.2 ]; do sleep 1; done
 sed "s/^SlurmctldHost=$(hostname)(.*)\$/SlurmctldHost=$(hostname)(127.0.0.1)/" @CONF_DIR@/slurm.conf \
   >@SELF_CONF@.new
 mv -f @SELF_CONF@.new @SELF_CONF@
+grep -qx "SlurmctldHost=$(hostname)(127.0.0.1)" @SELF_CONF@ ||
+  echo "slurmctld.sh: warning: no SlurmctldHost line names $(hostname); its probes go through its Service" >&2
 if [ -n "${SLONK_BACKUPS:-}" ]; then
   "$(dirname "$0")/state.sh" restore-requested "$SLONK_BACKUPS" @STATE_DIR@
 fi
