@@ -31,7 +31,6 @@ import os
 import secrets
 import shlex
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -54,6 +53,7 @@ from testing.e2e import (
     accounting_ready,
     build_image,
     failover,
+    interrupt_on_sigterm,
     no_backup_controller,
     no_gpus,
     no_in_cluster_accounting,
@@ -467,8 +467,7 @@ def main() -> int:
     parser.add_argument("--changes", type=int, default=10, help="with --acceptance: config changes applied")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
-    # A run stopped with SIGTERM (a timeout) still removes its pods and network (the finally below).
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    interrupt_on_sigterm()  # a run stopped by a timeout still removes its pods and network (finally below)
     workdir = Path(tempfile.mkdtemp(prefix="slonk-e2e-bench-"))
     podman = Podman(workdir)
     cluster: Cluster | None = None

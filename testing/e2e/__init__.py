@@ -23,7 +23,7 @@ from testing.e2e.image import SLURM_VERSION, BuiltImage, build_image, ssh_keygen
 from testing.e2e.jobs import LOGIN, job_state, read, submit, time_to_running, wait_done, wait_job
 from testing.e2e.node_scenarios import no_gpus, prolog_seconds
 from testing.e2e.nodes import PROFILES, GpuNode, NodeProfile
-from testing.e2e.podman import Podman, PodmanError, wait_for
+from testing.e2e.podman import Podman, PodmanError, interrupt_on_sigterm, wait_for
 from testing.e2e.pods import DeleteResult, PodInstance, PodOptions
 from testing.e2e.scenarios import SCENARIOS, Scenario, with_partition
 from testing.e2e.stack import DECLARATIONS, ClusterSecrets, Rendered, cloud_result, render, render_raw, rerender
@@ -51,6 +51,7 @@ __all__ = [
     "build_image",
     "cloud_result",
     "failover",
+    "interrupt_on_sigterm",
     "job_state",
     "no_backup_controller",
     "no_gpus",

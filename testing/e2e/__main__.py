@@ -10,18 +10,16 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import signal
 import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
-from types import FrameType
 
 from testing.e2e.cluster import Cluster
 from testing.e2e.commands import check_image, shipped_stack_commands
 from testing.e2e.image import SLURM_VERSION, build_image, ssh_keygen
-from testing.e2e.podman import Podman
+from testing.e2e.podman import Podman, interrupt_on_sigterm
 from testing.e2e.scenarios import SCENARIOS
 from testing.e2e.stack import DECLARATIONS, ClusterSecrets, render
 
@@ -45,10 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     (workdir / "prefix").write_text(podman.prefix, encoding="utf-8")
     print(f"e2e: run prefix {podman.prefix}, work dir {workdir}", flush=True)
 
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, stop)
+    interrupt_on_sigterm()
     passed = failed = 0
     try:
         t0 = time.monotonic()

@@ -13,11 +13,13 @@ import json
 import os
 import random
 import secrets
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 CONTAINERS_CONF = """\
@@ -35,6 +37,16 @@ events_logger = "file"
 
 class PodmanError(RuntimeError):
     """A podman command failed; the message carries the command and its stderr."""
+
+
+def interrupt_on_sigterm() -> None:
+    """Turn SIGTERM (a timeout, CI stopping the run) into KeyboardInterrupt, so a run's ``finally`` still
+    removes the pods and networks it made."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 @dataclass
