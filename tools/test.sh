@@ -29,9 +29,9 @@ if ! "$CHECKOV_VENV/bin/checkov" --version >/dev/null 2>&1; then
 fi
 export SLONK_CHECKOV="$CHECKOV_VENV/bin/checkov"
 
-phase "gcc: builds the NVML stand-in (testing/nvml) the GPU tests load"
+phase "gcc: builds the NVML stand-in (testing/nvml) the GPU tests load; iptables: the tier's Service addresses"
 cc_missing=()
-for p in gcc libc6-dev; do
+for p in gcc libc6-dev iptables; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || cc_missing+=("$p")
 done
 if [ "${#cc_missing[@]}" -gt 0 ]; then

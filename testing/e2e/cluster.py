@@ -30,11 +30,20 @@ from pathlib import Path
 import testing.nvml as nvml
 from slonk_infra import vocab
 from slonk_infra.plan import naming
+from testing.e2e.clusterip import ClusterIPs
 from testing.e2e.dns import ClusterDNS, fqdns
 from testing.e2e.kube import Obj, claim_key, dns_names, fill_volume
 from testing.e2e.nodes import GpuNode
 from testing.e2e.podman import Podman, PodmanError, wait_for
-from testing.e2e.pods import POD_INDEX_LABEL, POD_NAME_LABEL, DeleteResult, PodInstance, PodOptions, PodRunner
+from testing.e2e.pods import (
+    POD_INDEX_LABEL,
+    POD_NAME_LABEL,
+    DeleteResult,
+    PodInstance,
+    PodOptions,
+    PodRunner,
+    per_pod_service,
+)
 from testing.e2e.stack import LOGIN_HOST_ALIAS, ClusterSecrets, Rendered
 
 
@@ -84,6 +93,11 @@ class Cluster:
             nvml_library=self._nvml_library,
         )
         self.runner.dns = self.dns
+        self.cluster_ips = ClusterIPs(podman, self._next_ip)
+        self.runner.network_ready = self.cluster_ips.attach
+        for svc in rendered.objects.of_kind("Service"):  # their names resolve before any pod asks
+            if per_pod_service(svc):
+                self._service_ip(svc)
         self._nvml: Path | None = None
         self._nvml_lock = threading.Lock()
         self.pods: dict[str, PodInstance] = {}
@@ -155,8 +169,6 @@ class Cluster:
         labels = {**sts["spec"]["template"]["metadata"].get("labels", {}), POD_NAME_LABEL: name,
                   POD_INDEX_LABEL: str(ordinal)}  # fmt: skip
         pod = self.runner.create(sts, ordinal, self.options.get(name))
-        # Known first, so its own hosts file is rewritten too: it was made with the stand-in's address for
-        # its own Service, and a controller pings itself by that name.
         self.pods[name] = pod
         self._release_service_names(labels)  # after: the Service's name never leaves DNS
         for svc in self._per_pod_services(labels):
@@ -181,6 +193,7 @@ class Cluster:
         again (a Deployment's under a new name)."""
         pod = self.pods.pop(name)
         self._hold_service_names(pod)
+        self.cluster_ips.detach(pod.podman_name)
         result = self.runner.delete(pod)
         if not recreate:
             return result, None
@@ -194,6 +207,7 @@ class Cluster:
         until :meth:`recreate`; returns the pod that was lost."""
         pod = self.pods.pop(name)
         self._hold_service_names(pod)  # first: the Service's name never leaves DNS
+        self.cluster_ips.detach(pod.podman_name)
         self.podman.remove_pod(pod.podman_name, timeout=0)
         self.dns.forget(pod.name)
         return pod
@@ -208,6 +222,9 @@ class Cluster:
         namespace = self.rendered.plan.namespace
         for svc in self.rendered.objects.services_selecting(pod.labels):
             sname = svc["metadata"]["name"]
+            if per_pod_service(svc):  # its virtual IP stays; kube-proxy now refuses connections to it
+                self.cluster_ips.point(sname, None)
+                continue
             selector = svc["spec"].get("selector") or {}
             others = [p for p in self.pods.values() if all(p.labels.get(k) == v for k, v in selector.items())]
             if svc["spec"].get("clusterIP") == "None" or others or sname in self._held_names:
@@ -222,40 +239,26 @@ class Cluster:
             self.podman.containers.append(cname)
             self._held_names[sname] = cname
             self.dns.set(f"Service/{sname}", fqdns(aliases), ghost_ip, aliases[-1])
-            if svc in self._per_pod_services(pod.labels):
-                self._point(svc, ghost_ip)
 
     def _per_pod_services(self, labels: dict[str, str]) -> list[Obj]:
         """ClusterIP Services selecting one pod by name (the controllers' own Services)."""
-        return [
-            svc
-            for svc in self.rendered.objects.services_selecting(labels)
-            if svc["spec"].get("clusterIP") != "None" and POD_NAME_LABEL in (svc["spec"].get("selector") or {})
-        ]
+        return [svc for svc in self.rendered.objects.services_selecting(labels) if per_pod_service(svc)]
 
     def _point(self, svc: Obj, address: str) -> None:
-        """A per-pod Service's names now lead to ``address`` (its pod, or the stand-in refusing connections),
-        through every pod's /etc/hosts as well as the cluster DNS: a Service's address does not change while
-        its pod comes and goes, so nothing that holds the name should wait for DNS to learn the new one.
-        Running pods' hosts files are rewritten in place (they are bind mounts); new pods get the entries at
-        creation."""
-        names = dns_names(svc["metadata"]["name"], self.rendered.plan.namespace, None, [svc])
-        names += [f"{names[-1]}."]  # slurm.conf names the controllers absolutely
-        for name in names:
-            self.runner.extra_hosts[name] = address
-        containers = [c for pod in self.pods.values() for c in (*pod.sidecars, *pod.main)]
-        if not containers:
-            return
-        paths = self.podman.run("inspect", "-f", "{{.HostsPath}}", *containers, check=False).stdout.split()
-        for path in dict.fromkeys(p for p in paths if p.startswith("/")):
-            hosts = Path(path)
-            try:
-                lines = hosts.read_text().splitlines()
-            except FileNotFoundError:  # a container going away
-                continue
-            kept = [ln for ln in lines if not set(ln.split()[1:]) & set(names)]
-            with hosts.open("w") as f:  # in place: the same inode stays mounted
-                f.write("\n".join([*kept, f"{address}\t{' '.join(names)}"]) + "\n")
+        """A per-pod Service's virtual IP now leads to ``address`` (its pod's). Its names resolve to the virtual
+        IP from the first time its pod is made, and do not change while the pod comes and goes
+        (testing.e2e.clusterip)."""
+        self._service_ip(svc)
+        self.cluster_ips.point(svc["metadata"]["name"], address)
+
+    def _service_ip(self, svc: Obj) -> str:
+        """A per-pod Service's virtual IP, allocated and given its DNS records the first time it is asked for."""
+        sname = svc["metadata"]["name"]
+        vip, new = self.cluster_ips.vip(sname)
+        if new:
+            names = dns_names(sname, self.rendered.plan.namespace, None, [svc])
+            self.dns.set(f"Service/{sname}", fqdns(names), vip, names[-1])
+        return vip
 
     def _release_service_names(self, labels: dict[str, str]) -> None:
         for svc in self.rendered.objects.services_selecting(labels):

@@ -44,6 +44,13 @@ POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 
+def per_pod_service(svc: Obj) -> bool:
+    """A ClusterIP Service selecting one pod by name (the controllers' own Services): the harness gives it a
+    virtual IP of its own (testing.e2e.clusterip), where other Services' names lead to their pods' addresses."""
+    spec = svc["spec"]
+    return spec.get("clusterIP") != "None" and POD_NAME_LABEL in (spec.get("selector") or {})
+
+
 @dataclass
 class PodInstance:
     """A running pod: its Kubernetes name, podman names and address."""
@@ -121,8 +128,9 @@ class PodRunner:
         self.plan = plan
         self.profile: NodeProfile = PROFILES[plan.declaration.cloud if plan else "local"]
         self.nvml_library = nvml_library
-        self.extra_hosts: dict[str, str] = {}
-        """Host name -> address every new pod's /etc/hosts gets (the cluster's pinned Service names)."""
+        self.network_ready: Callable[[str], None] | None = None
+        """Called with a new pod's podman name once the pod exists, before any of its containers is made (the
+        cluster installs its Services' translation there)."""
         self.dns: ClusterDNS | None = None
         """The cluster's DNS (``gateway`` is its address): pods' records are set at creation, gone at deletion."""
 
@@ -148,21 +156,14 @@ class PodRunner:
             "pod", "create", "--name", podman_name, "--hostname", name, "--share", "net,uts,ipc",
             "--network", self.network, "--ip", ip, "--dns", self.gateway,
         ]  # fmt: skip
-        if self.dns is not None:  # what the cluster's DNS holds for a pod, before anything in it asks
-            selecting = self.objects.services_selecting(labels)
-            # Per-pod names exist only under a headless governing Service (the login Service has a
-            # virtual IP: login-0.login.NS... resolves on no cluster, though kubelet's hosts file names it).
-            governing = next((v for v in selecting if v["metadata"]["name"] == service), None)
-            headless = governing is not None and governing["spec"].get("clusterIP") == "None"
-            names = dns_names(name, namespace, service if headless else None, selecting)
-            reverse = pod_reverse_name(name, namespace, service if headless else None, ip, selecting)
-            self.dns.set(name, fqdns(names), ip, reverse)
+        self._dns_records(name, namespace, service, labels, ip)
         args += [f"--dns-search={s}" for s in searches] + [f"--dns-option={o}" for o in dns_options]
         if service:  # kubelet's hosts file names the pod by its FQDN too
             args += [f"--add-host={name}.{service}.{namespace}.svc.cluster.local:{ip}"]
-        args += [f"--add-host={host}:{addr}" for host, addr in self.extra_hosts.items()]
         self.podman.run(*args)
         self.podman.pods.append(podman_name)
+        if self.network_ready is not None:
+            self.network_ready(podman_name)
         owner = (sts.get("kind", "StatefulSet"), meta["name"])
         pod = PodInstance(name, podman_name, ip, pod_spec, labels, owner=owner, started=time.monotonic())
         poddir = self.rundir / "pods" / podman_name
@@ -188,6 +189,20 @@ class PodRunner:
             pod.main.append(f"{podman_name}-{ctr['name']}")
             pod.main_specs[ctr["name"]] = ctr
         return pod
+
+    def _dns_records(self, name: str, namespace: str, service: str | None, labels: dict[str, str], ip: str) -> None:
+        """What the cluster's DNS holds for a pod, set before anything in it asks."""
+        if self.dns is None:
+            return
+        # A per-pod Service's name has a record of its own: its virtual IP, not this pod's address.
+        selecting = [v for v in self.objects.services_selecting(labels) if not per_pod_service(v)]
+        # Per-pod names exist only under a headless governing Service (the login Service has a
+        # virtual IP: login-0.login.NS... resolves on no cluster, though kubelet's hosts file names it).
+        governing = next((v for v in selecting if v["metadata"]["name"] == service), None)
+        headless = governing is not None and governing["spec"].get("clusterIP") == "None"
+        names = dns_names(name, namespace, service if headless else None, selecting)
+        reverse = pod_reverse_name(name, namespace, service if headless else None, ip, selecting)
+        self.dns.set(name, fqdns(names), ip, reverse)
 
     def _volumes(
         self, sts: Obj, ordinal: int, pod_spec: Obj, poddir: Path, opts: PodOptions
@@ -411,4 +426,12 @@ def _cpus(quantity: str) -> float:
     return int(quantity[:-1]) / 1000 if quantity.endswith("m") else float(quantity)
 
 
-__all__ = ["POD_INDEX_LABEL", "POD_NAME_LABEL", "DeleteResult", "PodInstance", "PodOptions", "PodRunner"]
+__all__ = [
+    "POD_INDEX_LABEL",
+    "POD_NAME_LABEL",
+    "DeleteResult",
+    "PodInstance",
+    "PodOptions",
+    "PodRunner",
+    "per_pod_service",
+]
