@@ -246,8 +246,8 @@ class Cluster:
 
     def _point(self, svc: Obj, address: str) -> None:
         """A per-pod Service's virtual IP now leads to ``address`` (its pod's). Its names resolve to the virtual
-        IP from the first time its pod is made, and do not change while the pod comes and goes
-        (testing.e2e.clusterip)."""
+        IP from the cluster's start (a Service added by an apply: from its first pod), and do not change while
+        the pod comes and goes (testing.e2e.clusterip)."""
         self._service_ip(svc)
         self.cluster_ips.point(svc["metadata"]["name"], address)
 
