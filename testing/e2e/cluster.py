@@ -251,14 +251,13 @@ class Cluster:
         self._service_ip(svc)
         self.cluster_ips.point(svc["metadata"]["name"], address)
 
-    def _service_ip(self, svc: Obj) -> str:
-        """A per-pod Service's virtual IP, allocated and given its DNS records the first time it is asked for."""
+    def _service_ip(self, svc: Obj) -> None:
+        """Allocate a per-pod Service's virtual IP and give it its DNS records, the first time it is asked for."""
         sname = svc["metadata"]["name"]
         vip, new = self.cluster_ips.vip(sname)
         if new:
             names = dns_names(sname, self.rendered.plan.namespace, None, [svc])
             self.dns.set(f"Service/{sname}", fqdns(names), vip, names[-1])
-        return vip
 
     def _release_service_names(self, labels: dict[str, str]) -> None:
         for svc in self.rendered.objects.services_selecting(labels):
