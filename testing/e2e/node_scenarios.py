@@ -69,6 +69,21 @@ def _resume(cluster: Cluster, node: str) -> None:
     cluster.exec(LOGIN, f"scontrol update NodeName={node} State=RESUME Reason=", timeout=60)
 
 
+def _health_settled(cluster: Cluster, node: str) -> None:
+    """Wait until no health check is running on ``node``.
+
+    A check that read the GPUs before a fault was cleared still drains the node when it ends; resuming
+    before then leaves the node drained for good (nothing in the tier resumes health-check drains). Checks
+    that start later read the cleared state. The bracket keeps pgrep from matching its own shell.
+    """
+    wait_for(
+        f"{node}: no health check running",
+        lambda: cluster.exec(node, "pgrep -f '[s]lonk-health --mode'").returncode == 1,
+        60,
+        0.5,
+    )
+
+
 def health_under_slurmd(cluster: Cluster) -> str:
     """9. slurmd runs HealthCheckProgram, Prolog and Epilog in its own bare environment with the GPU checks on;
     they pass on a healthy node; an uncorrectable ECC error planted on one GPU drains that node with a
@@ -113,6 +128,7 @@ def health_under_slurmd(cluster: Cluster) -> str:
     finally:
         gpu.faults = {}
         gpu.write()
+        _health_settled(cluster, bad)
         _resume(cluster, bad)
     cluster.wait_states({n: "idle" for n in cluster.workers()}, 180)
     return (
