@@ -47,3 +47,27 @@ RECONFIG_ON_RESTART = SlurmVersion(25, 11)
 # container tier: the restarted process returns idle nodes to their configured FUTURE state and pushes the
 # files to none of them, so a reconfigure after a controller restart reaches no configless slurmd.
 RECONFIGURE_RESTARTS = SlurmVersion(23, 11)
+# Before 24.05, slurmrestd loads every openapi plugin it ships unless SLURMRESTD_OPENAPI_PLUGINS (or -s) names
+# some, and each slurmdbd one (dbv0.0.NN, 23.11's slurmdbd) calls fatal() without AccountingStorageType=
+# accounting_storage/slurmdbd: "slurm_openapi_p_init: slurm not configured with slurmdbd" (seen on 22.05.8 in
+# the container tier: slurmrestd exited at every start). From 24.05 they log "refusing to load" and step aside
+# (src/slurmrestd/plugins/openapi/slurmdbd/api.c).
+RESTD_SKIPS_SLURMDBD_PLUGINS = SlurmVersion(24, 5)
+# The slurmctld openapi plugins each release before that ships (src/plugins/openapi/ of 22.05 and 23.02,
+# src/slurmrestd/plugins/openapi/ of 23.11): what slurmrestd loads where there is no slurmdbd.
+_RESTD_SLURMCTLD_PLUGINS = {
+    SlurmVersion(22, 5): ("openapi/v0.0.36", "openapi/v0.0.37", "openapi/v0.0.38"),
+    SlurmVersion(23, 2): ("openapi/v0.0.37", "openapi/v0.0.38", "openapi/v0.0.39"),
+    SlurmVersion(23, 11): ("openapi/v0.0.38", "openapi/v0.0.39", "openapi/slurmctld"),
+}
+
+
+def restd_slurmctld_plugins(version: SlurmVersion) -> tuple[str, ...] | None:
+    """The openapi plugins slurmrestd must be limited to without slurmdbd, or None where it needs no limit.
+
+    A release between two listed ones (not a Slurm release name) takes the older one's list.
+    """
+    if version >= RESTD_SKIPS_SLURMDBD_PLUGINS:
+        return None
+    known = [v for v in _RESTD_SLURMCTLD_PLUGINS if v <= version]
+    return _RESTD_SLURMCTLD_PLUGINS[max(known)] if known else None

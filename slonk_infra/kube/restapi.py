@@ -6,6 +6,7 @@ Clients authenticate with JWTs slurmctld issues; slurmrestd runs as its own unpr
 from __future__ import annotations
 
 from slonk_infra import vocab
+from slonk_infra.catalog.slurm_versions import restd_slurmctld_plugins
 from slonk_infra.kube.inputs import KubeInputs
 from slonk_infra.kube.pod import Obj, config_hash, config_mount, config_volume, meta, restricted, slurm_pod_spec
 from slonk_infra.plan import ClusterPlan
@@ -27,6 +28,23 @@ def service(plan: ClusterPlan) -> Obj:
     }
 
 
+def _env(plan: ClusterPlan) -> list[Obj]:
+    env: list[Obj] = [
+        # daemon mode: each request carries the user's JWT, checked by slurmctld.
+        {"name": "SLURM_JWT", "value": "daemon"},
+        # slurmrestd unshares its System V semaphores and file table at start and exits when it cannot
+        # ("Unable to unshare System V namespace"). containerd's RuntimeDefault seccomp filter (GKE, EKS)
+        # allows unshare only with CAP_SYS_ADMIN, which this container does not get; its own IPC namespace
+        # and a process of its own already keep what those calls would.
+        {"name": "SLURMRESTD_SECURITY", "value": "disable_unshare_sysv,disable_unshare_files"},
+    ]
+    plugins = None if plan.declaration.slurm.accounting else restd_slurmctld_plugins(plan.slurm_version)
+    if plugins:
+        # Without slurmdbd, an older slurmrestd exits at start on its slurmdbd plugins (catalog/slurm_versions.py).
+        env.append({"name": "SLURMRESTD_OPENAPI_PLUGINS", "value": ",".join(plugins)})
+    return env
+
+
 def deployment(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | None = None) -> Obj:
     """One slurmrestd replica: stateless, it reads slurm.conf and asks slurmctld. slurmrestd reads
     slurm.conf once, at start, so the config hash rolls it with the controller and login pods."""
@@ -37,8 +55,7 @@ def deployment(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | None =
         # Under catatonit: slurmrestd catches SIGINT but not SIGTERM, and as a container's PID 1 an uncaught
         # signal does nothing, so every roll waited out the 30-s grace period and a SIGKILL.
         "command": ["catatonit", "--", "slurmrestd", f"0.0.0.0:{vocab.SLURMRESTD_PORT}"],
-        # daemon mode: each request carries the user's JWT, checked by slurmctld.
-        "env": [{"name": "SLURM_JWT", "value": "daemon"}],
+        "env": _env(plan),
         "ports": [{"name": "http", "containerPort": vocab.SLURMRESTD_PORT}],
         "securityContext": restricted(run_as=vocab.SLURMRESTD_UID),
         "resources": {

@@ -36,6 +36,7 @@ from testing.e2e.kube import (
 )
 from testing.e2e.nodes import PROFILES, GpuNode, NodeProfile, efa_mounts, gpu_mounts, nvml_profile_name, tpu_mounts
 from testing.e2e.podman import Podman, PodmanError
+from testing.e2e.seccomp import write_containerd_like
 
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 RESTART_POLICIES = {"Always": "always", "OnFailure": "on-failure", "Never": "no"}
@@ -260,7 +261,7 @@ class PodRunner:
         args += ["-d", "--restart", RESTART_POLICIES[policy]] if detach else []
         psc = pod.spec.get("securityContext") or {}
         sc = {
-            **{k: v for k, v in psc.items() if k in ("runAsUser", "runAsGroup", "runAsNonRoot")},
+            **{k: v for k, v in psc.items() if k in ("runAsUser", "runAsGroup", "runAsNonRoot", "seccompProfile")},
             **(ctr.get("securityContext") or {}),
         }
         user, group = sc.get("runAsUser"), sc.get("runAsGroup")
@@ -279,6 +280,10 @@ class PodRunner:
             args += [f"--cap-drop={c}" for c in caps.get("drop", [])] + [f"--cap-add={c}" for c in caps.get("add", [])]
             if sc.get("allowPrivilegeEscalation") is False:
                 args += ["--security-opt", "no-new-privileges"]
+            if (sc.get("seccompProfile") or {}).get("type") == "RuntimeDefault":
+                # containerd's default filter, as on a GKE/EKS node, not podman's more lenient one.
+                profile = write_containerd_like(self.rundir / "seccomp-runtime-default.json")
+                args += ["--security-opt", f"seccomp={profile}"]
         limits = (ctr.get("resources") or {}).get("limits") or {}
         if "memory" in limits:
             args += ["--memory", _bytes(limits["memory"])]

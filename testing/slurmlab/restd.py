@@ -11,8 +11,8 @@ the lab then generates the key (its documented ``AuthAltParameters`` override).
 
 slurmrestd refuses to run as root or as SlurmUser (root in the lab), so it drops to uid/gid 65534
 (nobody) after opening its socket; it reads a copy of slurm.conf that nobody can read. On 22.05 only
-the slurmctld plugin is loaded (``-s openapi/v0.0.38``): the default set includes the slurmdbd one,
-which is fatal without accounting.
+the slurmctld plugins are loaded (``-s``, the catalog's list the rendered Deployment uses too): the
+default set includes the slurmdbd ones, which are fatal without accounting.
 
 * host flavor: started directly, listening on 127.0.0.1 and a free port; stopped by PID.
 * chroot flavor: the lab's private network namespace is unreachable from the test, so slurmrestd
@@ -33,6 +33,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from slonk_infra.catalog.slurm_versions import SlurmVersion, restd_slurmctld_plugins
 
 from .lab import SlurmLab, SlurmLabError, flavor_version
 from .procs import alive, free_ports, stop_pids, tail
@@ -71,9 +73,12 @@ class RestD:
 
     def _args(self, conf: str) -> list[str]:
         args = ["slurmrestd", "-f", conf, "-a", "rest_auth/jwt", "-u", str(NOBODY)]
-        if flavor_version(self.lab.flavor).split()[-1].startswith("22."):
-            args += ["-s", "openapi/v0.0.38"]
-        else:
+        version = flavor_version(self.lab.flavor).split()[-1]
+        # The list the rendered Deployment gives an older slurmrestd without slurmdbd (the lab has none).
+        plugins = restd_slurmctld_plugins(SlurmVersion.parse(version))
+        if plugins:
+            args += ["-s", ",".join(plugins)]
+        if not version.startswith("22."):
             args += ["-g", str(NOBODY)]
         return args
 

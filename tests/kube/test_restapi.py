@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from slonk_infra import vocab
 from slonk_infra.kube import restapi
 from slonk_infra.kube.inputs import KubeInputs
@@ -15,6 +19,7 @@ from tests.kube_support import (
     objects,
     plan_for,
     with_rest_api,
+    with_slurm,
     without_rest_api,
 )
 
@@ -82,3 +87,52 @@ def test_on_clouds_it_runs_on_the_system_nodes_like_the_controller() -> None:
     # A local cluster has no system pool: nothing pins it.
     local = find(objects(plan_for("local", with_rest_api)), "Deployment", vocab.RESTAPI)
     assert "nodeSelector" not in local["spec"]["template"]["spec"]
+
+
+def _restd_env(version: str, accounting: bool = False) -> dict[str, str]:
+    def edit(raw: dict[str, Any]) -> None:
+        with_rest_api(raw)
+        with_slurm(version)(raw)
+        if not accounting:
+            raw["slurm"].pop("accounting", None)
+
+    plan = plan_for("gcp", edit)  # the GCP stack keeps its accounting on Cloud SQL
+    assert (plan.declaration.slurm.accounting is not None) == accounting
+    rest = container(restapi.deployment(plan, files_for(plan))["spec"]["template"]["spec"], "slurmrestd")
+    return {e["name"]: e["value"] for e in rest["env"]}
+
+
+@pytest.mark.parametrize(
+    ("version", "newest"),
+    [("22.05", "openapi/v0.0.38"), ("23.02", "openapi/v0.0.39"), ("23.11", "openapi/slurmctld")],
+)
+def test_an_older_slurmrestd_without_slurmdbd_loads_only_its_slurmctld_plugins(version: str, newest: str) -> None:
+    # Before 24.05 slurmrestd loads every plugin it has, and each slurmdbd one exits without slurmdbd
+    # ("slurm not configured with slurmdbd", 22.05.8 in the container tier).
+    plugins = _restd_env(version)["SLURMRESTD_OPENAPI_PLUGINS"].split(",")
+    assert newest in plugins
+    assert not [p for p in plugins if "db" in p], plugins
+    # With slurmdbd the slurmdbd plugins load and serve; nothing is limited.
+    assert "SLURMRESTD_OPENAPI_PLUGINS" not in _restd_env(version, accounting=True)
+
+
+@pytest.mark.parametrize("version", ["24.05", "25.05", "26.05"])
+def test_from_24_05_slurmrestd_skips_the_slurmdbd_plugins_itself(version: str) -> None:
+    assert "SLURMRESTD_OPENAPI_PLUGINS" not in _restd_env(version)
+
+
+@pytest.mark.parametrize("version", ["22.05", "25.05", "26.05"])
+def test_it_starts_under_containerds_default_seccomp_filter(version: str) -> None:
+    # slurmrestd unshares at start and exits when it cannot; containerd's RuntimeDefault filter (GKE, EKS)
+    # allows unshare only with CAP_SYS_ADMIN, which the container has dropped. The container tier runs it
+    # under that rule (testing/e2e/seccomp.py).
+    def edit(raw: dict[str, Any]) -> None:
+        with_rest_api(raw)
+        with_slurm(version)(raw)
+
+    plan = plan_for("gcp", edit)
+    rest = container(restapi.deployment(plan, files_for(plan))["spec"]["template"]["spec"], "slurmrestd")
+    assert rest["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert rest["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = {e["name"]: e["value"] for e in rest["env"]}["SLURMRESTD_SECURITY"].split(",")
+    assert sorted(security) == ["disable_unshare_files", "disable_unshare_sysv"]
