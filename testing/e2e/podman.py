@@ -121,9 +121,15 @@ class Podman:
     def cleanup(self) -> list[str]:
         """Remove every pod and network this run created; returns what could not be removed."""
         left: list[str] = []
-        for name in list(self.containers):
-            if self.run("rm", "--force", "--time", "0", name, check=False).returncode == 0:
-                self.containers.remove(name)
+        # Twice: a container restarting under --restart always (one crash-looping) can refuse the first rm.
+        for attempt in range(2):
+            for name in list(self.containers):
+                if self.run("rm", "--force", "--time", "0", name, check=False).returncode == 0:
+                    self.containers.remove(name)
+            if not self.containers:
+                break
+            if attempt == 0:
+                time.sleep(1)
         for name in list(self.pods):
             self.remove_pod(name, timeout=2)
         for name in list(self.networks):
