@@ -89,17 +89,22 @@ def test_on_clouds_it_runs_on_the_system_nodes_like_the_controller() -> None:
     assert "nodeSelector" not in local["spec"]["template"]["spec"]
 
 
-def _restd_env(version: str, accounting: bool = False) -> dict[str, str]:
+def _restd(version: str, accounting: bool = False) -> dict[str, Any]:
+    """The slurmrestd container of the GCP stack (its accounting on Cloud SQL, or none) on Slurm ``version``."""
+
     def edit(raw: dict[str, Any]) -> None:
         with_rest_api(raw)
         with_slurm(version)(raw)
         if not accounting:
             raw["slurm"].pop("accounting", None)
 
-    plan = plan_for("gcp", edit)  # the GCP stack keeps its accounting on Cloud SQL
+    plan = plan_for("gcp", edit)
     assert (plan.declaration.slurm.accounting is not None) == accounting
-    rest = container(restapi.deployment(plan, files_for(plan))["spec"]["template"]["spec"], "slurmrestd")
-    return {e["name"]: e["value"] for e in rest["env"]}
+    return container(restapi.deployment(plan, files_for(plan))["spec"]["template"]["spec"], "slurmrestd")
+
+
+def _restd_env(version: str, accounting: bool = False) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in _restd(version, accounting)["env"]}
 
 
 @pytest.mark.parametrize(
@@ -126,13 +131,8 @@ def test_it_starts_under_containerds_default_seccomp_filter(version: str) -> Non
     # slurmrestd unshares at start and exits when it cannot; containerd's RuntimeDefault filter (GKE, EKS)
     # allows unshare only with CAP_SYS_ADMIN, which the container has dropped. The container tier runs it
     # under that rule (testing/e2e/seccomp.py).
-    def edit(raw: dict[str, Any]) -> None:
-        with_rest_api(raw)
-        with_slurm(version)(raw)
-
-    plan = plan_for("gcp", edit)
-    rest = container(restapi.deployment(plan, files_for(plan))["spec"]["template"]["spec"], "slurmrestd")
+    rest = _restd(version, accounting=True)
     assert rest["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert rest["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    security = {e["name"]: e["value"] for e in rest["env"]}["SLURMRESTD_SECURITY"].split(",")
+    security = _restd_env(version, accounting=True)["SLURMRESTD_SECURITY"].split(",")
     assert sorted(security) == ["disable_unshare_files", "disable_unshare_sysv"]
