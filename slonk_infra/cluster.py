@@ -124,7 +124,7 @@ class Cluster(pulumi.ComponentResource):
     """Where to ``ssh``: the login Service's LoadBalancer hostname or IP, else its ClusterIP."""
     controller_host: pulumi.Output[str]
     """Cluster DNS name of the (primary) slurmctld, as slurm.conf's first SlurmctldHost names it; with
-    ``controller.replicas: 2`` the backup's is the same with ``slurmctld-1``."""
+    ``controller.replicas: 2`` the backup's is the same with ``slurmctld-standby-0``."""
     kubeconfig: pulumi.Output[str]
     """Kubeconfig of the Kubernetes cluster this component created (exec-plugin auth, no credential
     inside; a secret output); empty when an existing cluster is used."""

@@ -20,6 +20,9 @@ VOLUME_LABEL = "slonk.dev/volume"  # shared filesystem an in-cluster NFS server 
 # Put on the cloud's system nodes (value SYSTEM_ROLE); controller and login pods select it.
 SYSTEM_ROLE_LABEL = "slonk.dev/role"
 SYSTEM_ROLE = "system"
+# "primary" or "standby" on a controller pod: the standby StatefulSet's selector has it, so that StatefulSet
+# never counts the primary's pod (slonk_infra.kube.controller.statefulsets).
+CONTROLLER_ROLE_LABEL = "slonk.dev/controller-role"
 
 # Cloud-defined node labels and extended resources the layer selects or requests.
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -157,9 +160,12 @@ MUNGE_SOCKET_DIR = "/run/munge"  # shared by munged and the Slurm daemons
 MUNGE_SECRET_DIR = "/etc/munge-secret"  # the Secret, root-owned, as Kubernetes mounts it
 MUNGE_PRIVATE_DIR = "/run/munge-key"  # munged's own copy, owned by munge
 RUN_SLURM_DIR = "/run/slurm"  # per-pod flags (a leaving worker's "terminating" mark)
-# In a controller pod: slurm.conf with this pod's own SlurmctldHost at the loopback address (slurmctld.sh
-# writes it), for the commands that ask this pod's slurmctld (its probes, push-config.sh).
+# In a controller pod: slurm.conf with this pod's own SlurmctldHost at the loopback address and no other
+# (slurmctld.sh writes it), for the commands that ask this pod's slurmctld (its probes, push-config.sh).
 SELF_CONF = f"{RUN_SLURM_DIR}/self.conf"
+# In a controller pod: the Slurm config files as the pod was made with them, which its slurmctld runs
+# (slurmctld.sh copies them once per pod; the mounted ConfigMap changes under a running pod).
+PINNED_CONF_DIR = f"{RUN_SLURM_DIR}/etc"
 NFS_EXPORT_DIR = "/exports"
 ACCOUNTING_DIR = "/etc/slurm-accounting"  # ACCOUNTING_MAP in the slurmdbd pod, read by the reconciler
 MARIADB_VOLUME_DIR = "/var/lib/mysql"  # the database's volume; the datadir is its data/ subdirectory

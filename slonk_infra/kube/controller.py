@@ -54,7 +54,7 @@ def pod_services(plan: ClusterPlan) -> list[Obj]:
             "spec": {
                 "type": "ClusterIP",
                 "publishNotReadyAddresses": True,
-                "selector": {**vocab.selector(COMPONENT), POD_NAME_LABEL: f"{naming.CONTROLLER}-{i}"},
+                "selector": {**vocab.selector(COMPONENT), POD_NAME_LABEL: naming.controller_pod(i)},
                 "ports": [{"name": "slurmctld", "port": vocab.SLURMCTLD_PORT, "targetPort": vocab.SLURMCTLD_PORT}],
             },
         }
@@ -128,9 +128,35 @@ def state_volume() -> Obj:
     return {"name": "state", "persistentVolumeClaim": {"claimName": vocab.CONTROLLER_STATE_CLAIM}}
 
 
-def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj:
-    """slurmctld: its replicas (primary, and a backup with controller.replicas: 2), state on its claim or on a
-    shared filesystem, rolled (state kept) when the config changes."""
+def statefulsets(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> list[Obj]:
+    """slurmctld: the primary's StatefulSet and, with controller.replicas: 2, the backup's (``slurmctld-standby``),
+    state on its claim or on a shared filesystem, rolled (state kept) when the config changes.
+
+    One StatefulSet each, so that a config change rolls the primary first: ``pulumi up`` updates the
+    standby's only once the primary's is Ready again (slonk_infra.slurm_layer), and a StatefulSet of two
+    would roll its highest ordinal, the backup, first. A primary back within ``takeoverSeconds`` is no
+    failure (the backup takes control only after that long without an answer), so the change is served as
+    soon as the new primary answers, in about its own stop and start; with the backup rolled first it
+    waited for the backup's stop, its start and the 5 s a new backup sleeps before it answers
+    (src/slurmctld/backup.c), about 10 s more. A config the primary cannot start with stops the update at
+    the primary, whose pod restarts; the backup, on the old config, takes control after
+    ``takeoverSeconds`` and serves until the config is mended.
+
+    The primary keeps the StatefulSet and selector it always had (``slurmctld``, one replica now), so
+    going from one controller to two, or from the earlier single StatefulSet of two, changes no immutable
+    field: its ``slurmctld-1`` is removed as the StatefulSet goes to one replica, and the standby starts
+    afterwards. The primary's selector matches the standby's pod too; the StatefulSet controller takes
+    only pods it owns or unowned ones named as its own replicas (``slurmctld-N``), so it leaves that pod
+    alone, and the standby's selector (with :data:`~slonk_infra.vocab.CONTROLLER_ROLE_LABEL`) never
+    matches the primary's.
+    """
+    ha = plan.declaration.controller.replicas > 1
+    primary = _statefulset(plan, files, inputs, naming.CONTROLLER, "primary" if ha else None)
+    return [primary, _statefulset(plan, files, inputs, naming.CONTROLLER_STANDBY, "standby")] if ha else [primary]
+
+
+def _statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs, name: str, role: str | None) -> Obj:
+    """One controller's StatefulSet of one replica; ``role`` labels its pod when there are two."""
     ctl = plan.declaration.controller
     ha = ctl.replicas > 1
     image = plan.declaration.image.reference
@@ -159,9 +185,9 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         # waited up to that long after slurmctld was already answering. Short periods make a planned roll
         # as long as slurmctld's own start; a ping is one small RPC. Five minutes to start, as before.
         "startupProbe": {"exec": {"command": ping}, "periodSeconds": 1, "failureThreshold": 300},
-        # With a backup, liveness is this daemon's port only: scontrol ping asks every controller in
-        # turn, and a peer that accepts but does not answer would hold it past the probe's timeout,
-        # restarting a healthy controller because of the other one.
+        # With a backup, liveness is this daemon's port only: a controller is restarted for nothing but
+        # its own port (the pings ask only this pod's slurmctld too: slurmctld.sh's copy of slurm.conf
+        # names no other controller).
         "livenessProbe": {
             **({"tcpSocket": {"port": vocab.SLURMCTLD_PORT}} if ha else {"exec": {"command": ping}}),
             "periodSeconds": 30,
@@ -197,22 +223,28 @@ def statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs) -> Obj
         pod_spec["initContainers"] = [_prepare(plan, image, shared), *pod_spec.get("initContainers", [])]
     if inputs.system_selector:
         pod_spec["nodeSelector"] = dict(inputs.system_selector)
-    # Parallel: a backup never waits for the primary, and either is replaced alone. Rendered with one
-    # controller too: the field cannot change on a live StatefulSet, so going from one controller to two
-    # must not need a new StatefulSet.
-    spec: Obj = {"serviceName": naming.CONTROLLER, "replicas": ctl.replicas, "podManagementPolicy": "Parallel"}
+    # One replica each, so the pod management policy changes nothing; Parallel is what the primary's
+    # StatefulSet was created with (when it held both controllers), and the field cannot change on a live
+    # StatefulSet.
+    spec: Obj = {"serviceName": naming.CONTROLLER, "replicas": 1, "podManagementPolicy": "Parallel"}
     if ha:
         pod_spec["affinity"] = _ha_placement(plan)
+    role_label = {vocab.CONTROLLER_ROLE_LABEL: role} if role else {}
+    # The primary's selector is the one it was created with (immutable); the standby's carries its role.
+    selector = vocab.selector(COMPONENT, **(role_label if name != naming.CONTROLLER else {}))
     return {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",
-        "metadata": meta(naming.CONTROLLER, plan.namespace, COMPONENT),
+        "metadata": meta(name, plan.namespace, COMPONENT),
         "spec": {
             **spec,
-            "selector": {"matchLabels": vocab.selector(COMPONENT)},
+            "selector": {"matchLabels": selector},
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {
-                "metadata": {"labels": vocab.labels(COMPONENT), "annotations": {vocab.CONFIG_HASH: config_hash(files)}},
+                "metadata": {
+                    "labels": vocab.labels(COMPONENT, **role_label),
+                    "annotations": {vocab.CONFIG_HASH: config_hash(files)},
+                },
                 "spec": pod_spec,
             },
         },

@@ -42,7 +42,7 @@ def build_manifests(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs | N
         # Before slurmctld: Slurm upgrades slurmdbd first, and the component makes slurmctld wait for it.
         *accounting.accounting_objects(plan, inp),
         controller.state_claim(plan),
-        controller.statefulset(plan, files, inp),
+        *controller.statefulsets(plan, files, inp),
         *state_backup.cronjob(plan, inp),
         login.statefulset(plan, files, inp),
         *restapi.rest_api(plan, files, inp),

@@ -16,12 +16,17 @@ import hostlist
 from slonk_infra.declaration.model import DNS_LABEL
 
 CONTROLLER = "slurmctld"
+# The backup controller's StatefulSet (controller.replicas: 2), rolled after the primary's: see
+# slonk_infra.kube.controller.statefulsets.
+CONTROLLER_STANDBY = f"{CONTROLLER}-standby"
 LOGIN = "login"
 WORKERS_SERVICE = "slurm-workers"
 ROOT_SWITCH = "root"
 SYSTEM_POOL = "slonk-system"  # the node pool / group the cloud layers create for controller and login
 # Names the Slurm layer uses for itself; a pool may not take them.
-RESERVED = frozenset({CONTROLLER, LOGIN, WORKERS_SERVICE, SYSTEM_POOL, "slurmrestd", "slurmdbd", "default", "all"})
+RESERVED = frozenset(
+    {CONTROLLER, CONTROLLER_STANDBY, LOGIN, WORKERS_SERVICE, SYSTEM_POOL, "slurmrestd", "slurmdbd", "default", "all"}
+)
 # StatefulSet pods carry controller-revision-hash=<sts>-<10 chars>, a 63-char label value.
 MAX_STATEFULSET = 52
 SLURM_FEATURE = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -109,9 +114,20 @@ def controller_hosts(namespace: str, replicas: int) -> list[str]:
     return [f"{controller_service(i)}.{namespace}.svc.cluster.local." for i in range(replicas)]
 
 
-def controller_service(ordinal: int) -> str:
-    """Name of the ClusterIP Service of controller pod ``ordinal``."""
-    return f"{CONTROLLER}-{ordinal}"
+def controller_pod(index: int) -> str:
+    """Pod (and host) name of controller ``index`` in slurm.conf's SlurmctldHost order: the primary is
+    ``slurmctld-0``, the backup the one pod of its own StatefulSet, ``slurmctld-standby-0``."""
+    return f"{CONTROLLER}-0" if index == 0 else f"{CONTROLLER_STANDBY}-{index - 1}"
+
+
+def controller_service(index: int) -> str:
+    """Name of the ClusterIP Service of controller ``index`` (``slurmctld-0``, ``slurmctld-1``).
+
+    The backup's keeps the name it had when both controllers were one StatefulSet (its pod was
+    ``slurmctld-1``): running workers keep the slurm.conf they fetched (before 25.11 nothing pushes a new
+    one to a running slurmd on 23.11-25.05), and the address it names must still lead to the backup.
+    """
+    return f"{CONTROLLER}-{index}"
 
 
 def state_subpath(cluster: str) -> str:

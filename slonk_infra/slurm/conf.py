@@ -301,7 +301,7 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         # Primary first, then the backup (controller.replicas: 2): each is the pod hostname slurmctld
         # compares its own against, with the address clients reach it at.
         *(
-            ("SlurmctldHost", f"{naming.CONTROLLER}-{i}({host})")
+            ("SlurmctldHost", f"{naming.controller_pod(i)}({host})")
             for i, host in enumerate(naming.controller_hosts(ns, decl.controller.replicas))
         ),
         ("SlurmctldPort", vocab.SLURMCTLD_PORT),

@@ -166,6 +166,12 @@ class SlurmCluster(pulumi.ComponentResource):
                 # https://slurm.schedmd.com/upgrades.html), and on a first deploy slurmctld 22.05 exits when
                 # slurmdbd does not answer at its start.
                 depends.append(slurmdbd)
+            primary = self.objects.get(f"StatefulSet/{naming.CONTROLLER}")
+            if kind == "StatefulSet" and meta["name"] == naming.CONTROLLER_STANDBY and primary is not None:
+                # The backup after the primary is Ready: a config change is served once the new primary
+                # answers, and one the primary cannot start with stops here, the backup still on the
+                # old config (slonk_infra.kube.controller.statefulsets).
+                depends.append(primary)
             is_stateful = stateful(obj)
             opts_i = pulumi.ResourceOptions.merge(
                 base,

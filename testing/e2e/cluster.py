@@ -147,8 +147,9 @@ class Cluster:
         """Create every replica; returns seconds until all pods' containers were started."""
         t0 = time.monotonic()
         stss = self.rendered.statefulsets()
-        first = [s for s in stss if s["metadata"]["name"] == naming.CONTROLLER]
-        rest = [s for s in stss if s["metadata"]["name"] != naming.CONTROLLER]
+        controllers = (naming.CONTROLLER, naming.CONTROLLER_STANDBY)
+        first = [s for s in stss if s["metadata"]["name"] in controllers]
+        rest = [s for s in stss if s["metadata"]["name"] not in controllers]
         for sts in first:  # every controller (a primary and its backup), before anything that asks them
             for ordinal in range(sts["spec"].get("replicas", 1)):
                 self._create(sts, ordinal)
@@ -318,6 +319,15 @@ class Cluster:
             result.timeline.append((round(time.monotonic() - t0, 2), what))
 
         result.refreshed_volumes = self._refresh_volumes(rendered)
+        kept = {s["metadata"]["name"] for s in rendered.statefulsets()}
+        for sts in old.statefulsets():  # a StatefulSet no longer rendered is deleted, its pods with it
+            if sts["metadata"]["name"] not in kept:
+                for pod_name in [p for p in self.pods if p.rsplit("-", 1)[0] == sts["metadata"]["name"]]:
+                    gone, _ = self.delete_pod(pod_name, recreate=False)
+                    result.deleted.append(pod_name)
+                    result.stop_seconds[pod_name] = gone.total_s
+        # In the order rendered, each StatefulSet's roll done before the next: as `pulumi up` updates
+        # the standby controller's only once the primary's is Ready (its dependsOn).
         for sts in rendered.statefulsets():
             name = sts["metadata"]["name"]
             before = next((s for s in old.statefulsets() if s["metadata"]["name"] == name), None)
@@ -360,6 +370,11 @@ class Cluster:
                     result.replaced.append(pod.name)
                     result.stop_seconds[pod.name] = gone.total_s
         return result
+
+    def refresh_volumes(self, rendered: Rendered) -> int:
+        """What kubelet does for running pods within a minute of a change, roll or no roll: their ConfigMap /
+        Secret volumes get ``rendered``'s contents. Returns how many volumes were refreshed."""
+        return self._refresh_volumes(rendered)
 
     def _refresh_volumes(self, rendered: Rendered) -> int:
         """What kubelet does for running pods: their ConfigMap / Secret volumes get the new contents.

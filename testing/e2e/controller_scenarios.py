@@ -17,10 +17,14 @@ from typing import Any
 from slonk_infra import vocab
 from slonk_infra.kube import state_backup
 from slonk_infra.kube.controller import backups_dir
+from slonk_infra.plan import naming
 from testing.e2e.cluster import Cluster
 from testing.e2e.jobs import LOGIN, job_fields, read, submit, wait_done, wait_job
 from testing.e2e.podman import PodmanError, wait_for
 
+# slurmctld writes changed job state at most every 5 s (SAVE_MAX_WAIT in slurmctld's state save thread),
+PRIMARY = naming.controller_pod(0)
+BACKUP = naming.controller_pod(1)
 # slurmctld writes changed job state at most every 5 s (SAVE_MAX_WAIT in slurmctld's state save thread),
 # so a job accepted less than that before its controller is lost with its node may be lost with it: the
 # scenarios wait that long (plus the write) after their last submission before they take a controller.
@@ -143,7 +147,7 @@ def failover(cluster: Cluster, user: str, home: str) -> Failover:
     """Lose the primary controller's pod (no preStop); the backup takes control and ``sbatch`` on the login
     pod is accepted. The primary stays away: :func:`primary_back_seconds` brings it back."""
     t0, wall0 = time.monotonic(), time.time()
-    cluster.lose("slurmctld-0")
+    cluster.lose(PRIMARY)
     tries: list[str] = []
 
     def accepted() -> str | None:
@@ -155,23 +159,21 @@ def failover(cluster: Cluster, user: str, home: str) -> Failover:
     try:
         probe = wait_for("a job accepted by the backup", accepted, 120, interval=0.2)
     except TimeoutError as exc:
-        raise TimeoutError(
-            f"{exc}; sbatch tries: {tries}; slurmctld-1: {cluster.logs('slurmctld-1', tail=30)}"
-        ) from None
+        raise TimeoutError(f"{exc}; sbatch tries: {tries}; {BACKUP}: {cluster.logs(BACKUP, tail=30)}") from None
     sbatch_s = time.monotonic() - t0
     cluster.sh(LOGIN, f"scancel {probe}", user=user)
-    log = cluster.logs("slurmctld-1", tail=400)
+    log = cluster.logs(BACKUP, tail=400)
     took = _log_seconds(log, "taking over", wall0)
     serving = _log_seconds(log, "Running as primary controller", wall0)
     return Failover(
-        took, serving, sbatch_s, "" if sbatch_s <= 30 else f"sbatch tries: {tries}; slurmctld-1: {log[-3000:]}"
+        took, serving, sbatch_s, "" if sbatch_s <= 30 else f"sbatch tries: {tries}; {BACKUP}: {log[-3000:]}"
     )
 
 
 def primary_back_seconds(cluster: Cluster) -> float:
     """Make the lost primary's pod again; seconds until both controllers answer ``scontrol ping`` UP."""
     t0 = time.monotonic()
-    cluster.recreate("slurmctld-0")
+    cluster.recreate(PRIMARY)
     _both_up(cluster)
     return time.monotonic() - t0
 
@@ -216,7 +218,7 @@ def primary_lost(cluster: Cluster) -> str:
             f"the backup took control {fo.took_control_s:.1f}s after the primary was lost (want <= 30 s)"
         )
     return (
-        f"backup took control {fo.took_control_s:.1f}s after slurmctld-0 was lost, served from {fo.in_control_s:.1f}s, "
+        f"backup took control {fo.took_control_s:.1f}s after {PRIMARY} was lost, served from {fo.in_control_s:.1f}s, "
         f"accepted sbatch at {fo.sbatch_s:.1f}s (ping then: {ping}; {rest}); "
         f"jobs {states}, none requeued; primary back and both UP in {back_s:.1f}s ({both})"
     )
@@ -228,13 +230,13 @@ def backup_lost(cluster: Cluster) -> str:
     node = cluster.workers()[0]
     running = submit(cluster, f"-w {node} --exclusive -o {home}/s17-%j.out", "sleep 15; echo finished", user=user)
     wait_job(cluster, running, ("RUNNING",), 60)
-    cluster.lose("slurmctld-1")
+    cluster.lose(BACKUP)
     try:
         t0 = time.monotonic()
         probe = _accepts(cluster, user, home)
         submit_s = time.monotonic() - t0
     finally:
-        cluster.recreate("slurmctld-1")
+        cluster.recreate(BACKUP)
     if probe is None:
         raise AssertionError("sbatch refused with the backup controller lost")
     cluster.sh(LOGIN, f"scancel {probe}", user=user)
@@ -244,9 +246,7 @@ def backup_lost(cluster: Cluster) -> str:
     if restarts[running] != "0":
         raise AssertionError(f"job {running} requeued: {restarts}")
     _idle(cluster)
-    return (
-        f"sbatch answered in {submit_s:.2f}s with slurmctld-1 lost; job {running} ran through; both UP again ({both})"
-    )
+    return f"sbatch answered in {submit_s:.2f}s with {BACKUP} lost; job {running} ran through; both UP again ({both})"
 
 
 def state_restored(cluster: Cluster) -> str:
@@ -290,11 +290,11 @@ def restore_drill(cluster: Cluster) -> dict[str, Any]:
     backups = backups_dir(cluster.rendered.plan)
 
     def waiting() -> str | None:
-        log = cluster.logs("slurmctld-0", tail=20)
+        log = cluster.logs(PRIMARY, tail=20)
         return log if "Waiting for: state.sh request-restore" in log else None
 
-    wait_for("slurmctld-0 waiting for a restore", waiting, 60, interval=0.5)
-    cluster.sh("slurmctld-0", f"{vocab.SCRIPTS_DIR}/state.sh request-restore {backups} latest")
+    wait_for(f"{PRIMARY} waiting for a restore", waiting, 60, interval=0.5)
+    cluster.sh(PRIMARY, f"{vocab.SCRIPTS_DIR}/state.sh request-restore {backups} latest")
 
     def restored() -> dict[str, str] | None:
         fields = job_fields(cluster, held)

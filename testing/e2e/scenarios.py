@@ -288,6 +288,15 @@ def config_change(cluster: Cluster) -> str:
     before = {w: (cluster.started_at(w), cluster.restarts(w)) for w in workers}
     name = f"added{secrets.token_hex(2)}"
     new = rerender(cluster.rendered, cluster.secrets, with_partition(cluster, name))
+    # kubelet writes a changed ConfigMap into running pods within about a minute, before their roll or
+    # without one, and slurmctld reads its files again on a reconfigure (and a backup when it takes
+    # control). A controller runs the config its pod was made with (slurmctld.sh), so nothing serves the
+    # partition before the roll.
+    cluster.refresh_volumes(new)
+    cluster.sh(cluster.controller().name, f"SLURM_CONF={vocab.SELF_CONF} scontrol reconfigure")
+    wait_for("slurmctld answering after a reconfigure", cluster.controller_answers, 120)
+    if name in cluster.exec(LOGIN, "sinfo -h -o %P").stdout.split():
+        raise AssertionError(f"partition {name} served after a reconfigure, before the controller was rolled")
     t0 = time.monotonic()
     result = cluster.apply(new)
     wait_for("slurmctld answering", cluster.controller_answers, 120)

@@ -134,3 +134,14 @@ def test_without_its_own_slurmdbd_slurmctld_neither_depends_nor_waits() -> None:
     ctld = next(r for r in run.of_type("kubernetes:apps/v1:StatefulSet") if r.inputs["metadata"]["name"] == "slurmctld")
     env = {e["name"] for e in ctld.inputs["spec"]["template"]["spec"]["containers"][0].get("env", [])}
     assert "SLONK_AWAIT_SLURMDBD" not in env
+
+
+def test_the_standby_controller_is_updated_only_once_the_primary_is_ready() -> None:
+    # A config change is served once the new primary answers: its StatefulSet is updated first, and the
+    # standby's waits for it (a StatefulSet of two would roll the backup first).
+    plan = plan_for("local", lambda raw: raw["controller"].update(replicas=2, stateStorage="home"))
+    run = run_offline(lambda: SlurmCluster(plan.name, plan, CloudResult(provider=None)))
+    stss = {r.inputs["metadata"]["name"]: r for r in run.of_type("kubernetes:apps/v1:StatefulSet")}
+    primary, standby = stss["slurmctld"], stss["slurmctld-standby"]
+    assert primary.urn in standby.dependencies and standby.urn not in primary.dependencies
+    assert awaited(primary.inputs) and primary.custom_timeouts["update"] == AWAIT_TIMEOUT

@@ -82,7 +82,7 @@ def test_two_controllers_keep_one_available() -> None:
     [ctld] = [o for o in cluster_wide.disruption_budgets(plan) if o["metadata"]["name"] == vocab.CONTROLLER_BUDGET]
     assert ctld["spec"]["minAvailable"] == 1
     selected = [n for n, lab in _pod_labels(objs).items() if matches(ctld["spec"]["selector"]["matchLabels"], lab)]
-    assert selected == ["slurmctld"]
+    assert selected == ["slurmctld", "slurmctld-standby"]
 
 
 def test_internal_policy_admits_only_the_namespaces_pods() -> None:

@@ -24,7 +24,7 @@ from tests.kube_support import (
 def test_one_replica_rolled_on_config_change_with_the_config_hash() -> None:
     plan = plan_for("gcp")
     files = files_for(plan)
-    sts = controller.statefulset(plan, files, KubeInputs())
+    sts = controller.statefulsets(plan, files, KubeInputs())[0]
     assert sts["spec"]["replicas"] == 1
     assert sts["spec"]["updateStrategy"] == {"type": "RollingUpdate"}
     assert sts["spec"]["template"]["metadata"]["annotations"] == {vocab.CONFIG_HASH: config_hash(files)}
@@ -39,7 +39,7 @@ def test_one_replica_rolled_on_config_change_with_the_config_hash() -> None:
 def test_the_service_gives_the_host_slurm_conf_names() -> None:
     plan = plan_for("aws")
     svc = controller.service(plan)
-    sts = controller.statefulset(plan, files_for(plan), KubeInputs())
+    sts = controller.statefulsets(plan, files_for(plan), KubeInputs())[0]
     # The headless Service gives the StatefulSet's pods their own DNS names (serviceName).
     assert svc["metadata"]["name"] == sts["metadata"]["name"] == sts["spec"]["serviceName"] == naming.CONTROLLER
     assert svc["spec"]["clusterIP"] == "None"
@@ -60,7 +60,7 @@ def test_the_service_gives_the_host_slurm_conf_names() -> None:
 
 def test_slurmctld_runs_as_slurm_with_state_on_its_own_claim() -> None:
     plan = plan_for("local")
-    sts = controller.statefulset(plan, files_for(plan), KubeInputs())
+    sts = controller.statefulsets(plan, files_for(plan), KubeInputs())[0]
     spec = sts["spec"]["template"]["spec"]
     ctld = container(spec, "slurmctld")
     ctx = ctld["securityContext"]
@@ -94,14 +94,16 @@ def test_jwt_key_projected_only_with_the_rest_api() -> None:
     plain = plan_for("gcp", without_rest_api)
     vol = next(
         v
-        for v in controller.statefulset(plain, files_for(plain), KubeInputs())["spec"]["template"]["spec"]["volumes"]
+        for v in controller.statefulsets(plain, files_for(plain), KubeInputs())[0]["spec"]["template"]["spec"][
+            "volumes"
+        ]
         if v["name"] == "slurm-config"
     )
     assert [next(iter(s)) for s in vol["projected"]["sources"]] == ["configMap", "configMap"]
     rest = plan_for("gcp", with_rest_api)
     vol = next(
         v
-        for v in controller.statefulset(rest, files_for(rest), KubeInputs())["spec"]["template"]["spec"]["volumes"]
+        for v in controller.statefulsets(rest, files_for(rest), KubeInputs())[0]["spec"]["template"]["spec"]["volumes"]
         if v["name"] == "slurm-config"
     )
     [secret] = [s["secret"] for s in vol["projected"]["sources"] if "secret" in s]
@@ -112,16 +114,16 @@ def test_jwt_key_projected_only_with_the_rest_api() -> None:
 
 def test_system_selector_pins_the_controller_only_when_given() -> None:
     plan = plan_for("gcp")
-    free = controller.statefulset(plan, files_for(plan), KubeInputs())
+    free = controller.statefulsets(plan, files_for(plan), KubeInputs())[0]
     assert "nodeSelector" not in free["spec"]["template"]["spec"]
-    pinned = controller.statefulset(plan, files_for(plan), KubeInputs(system_selector={"slonk.dev/role": "system"}))
+    pinned = controller.statefulsets(plan, files_for(plan), KubeInputs(system_selector={"slonk.dev/role": "system"}))[0]
     assert pinned["spec"]["template"]["spec"]["nodeSelector"] == {"slonk.dev/role": "system"}
 
 
 def test_before_23_11_the_controller_pushes_the_files_to_the_workers_itself() -> None:
     def env(version: str) -> dict[str, str]:
         plan = plan_for("gcp", with_slurm(version))
-        sts = controller.statefulset(plan, files_for(plan), KubeInputs())
+        sts = controller.statefulsets(plan, files_for(plan), KubeInputs())[0]
         return {e["name"]: e["value"] for e in container(sts["spec"]["template"]["spec"], "slurmctld").get("env", [])}
 
     # Before 23.11 push-config.sh runs `scontrol reconfigure`; from 23.11 a reconfigure restarts slurmctld and

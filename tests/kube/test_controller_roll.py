@@ -16,7 +16,7 @@ from tests.kube_support import container, files_for, plan_for
 @pytest.mark.parametrize("stack", ["local", "gcp", "aws"])
 def test_roll_steps_are_probed_every_few_seconds_with_five_minutes_to_start(stack: str) -> None:
     plan = plan_for(stack)
-    sts = controller.statefulset(plan, files_for(plan), KubeInputs())
+    sts = controller.statefulsets(plan, files_for(plan), KubeInputs())[0]
     ctl = container(sts["spec"]["template"]["spec"], "slurmctld")
     startup, ready = ctl["startupProbe"], ctl["readinessProbe"]
     assert startup["periodSeconds"] <= 1 and ready["periodSeconds"] <= 2
@@ -33,7 +33,7 @@ def test_first_start_wait_for_slurmdbd_ends_inside_the_startup_probe() -> None:
     assert found, "slurmctld.sh's wait for slurmdbd has no deadline"
     wait = int(found.group(1))
     ctl = container(
-        controller.statefulset(plan, files_for(plan), KubeInputs())["spec"]["template"]["spec"], "slurmctld"
+        controller.statefulsets(plan, files_for(plan), KubeInputs())[0]["spec"]["template"]["spec"], "slurmctld"
     )
     budget = ctl["startupProbe"]["periodSeconds"] * ctl["startupProbe"]["failureThreshold"]
     assert wait + 10 + 20 + 60 <= budget  # one more sleep and sacctmgr (its 20-s timeout), a minute to start

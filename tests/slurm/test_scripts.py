@@ -52,7 +52,8 @@ def test_placeholders_are_all_filled_and_every_setting_is_used() -> None:
         assert not PLACEHOLDER.search(text)
         assert name in (HEALTH_SPEC, HEALTH_GROUPS) or text.startswith("#!/bin/sh\n")
     rendered = render_scripts(plan_for("gcp"))
-    assert f"-f {vocab.CONF_DIR}/slurm.conf" in rendered["slurmctld.sh"]
+    assert f"export SLURM_CONF={vocab.PINNED_CONF_DIR}/slurm.conf" in rendered["slurmctld.sh"]
+    assert f"for f in {vocab.CONF_DIR}/*; do" in rendered["slurmctld.sh"]
     assert '--conf-server "$SLURM_CONF_SERVER"' in rendered["slurmd.sh"]
     assert f":{vocab.SLURMCTLD_PORT},/g'):{vocab.SLURMCTLD_PORT}\"" in rendered["slurmd.sh"]
 

@@ -94,9 +94,9 @@ def test_a_backup_controller_waits_for_the_primary_to_restore(state_sh: Path, tm
     dest.mkdir()
     make_state(state, "v1")
     (dest / "restore").write_text("state-x.tar.gz\n")
-    shim = tmp_path / "bin-slurmctld-1"
+    shim = tmp_path / "bin-slurmctld-standby-0"
     shim.mkdir()
-    (shim / "hostname").write_text("#!/bin/sh\necho slurmctld-1\n")
+    (shim / "hostname").write_text("#!/bin/sh\necho slurmctld-standby-0\n")
     (shim / "hostname").chmod(0o755)
     env = {**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"}
     waiting = subprocess.Popen(["sh", str(state_sh), "restore-requested", str(dest), str(state)], env=env)

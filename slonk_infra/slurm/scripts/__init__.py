@@ -20,7 +20,7 @@ import re
 from importlib import resources
 
 from slonk_infra import vocab
-from slonk_infra.plan import ClusterPlan
+from slonk_infra.plan import ClusterPlan, naming
 
 # Installed at vocab.SCRIPTS_DIR in every Slurm pod, in this order in the scripts ConfigMap.
 SCRIPTS = (
@@ -51,6 +51,9 @@ SETTINGS: dict[str, str] = {
     "SLURM_UID": str(vocab.SLURM_UID),
     "STATE_DIR": vocab.STATE_DIR,
     "SELF_CONF": vocab.SELF_CONF,
+    "PINNED_CONF_DIR": vocab.PINNED_CONF_DIR,
+    # The primary controller's host name (slurm.conf's first SlurmctldHost): what it alone does at start.
+    "PRIMARY_CONTROLLER": naming.controller_pod(0),
 }
 PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
 

@@ -58,7 +58,8 @@ request-restore)
   echo "$want" >"$dest/restore"
   [ "$(id -u)" != 0 ] || chown "$slurm_uid:$slurm_uid" "$dest/restore"
   echo "state.sh: $want will be restored when the primary controller starts (a primary waiting for its state" \
-    "does it now); otherwise restart every controller pod (kubectl scale statefulset/slurmctld --replicas=0, then back)"
+    "does it now); otherwise restart every controller pod (kubectl scale statefulset -l app.kubernetes.io/component=controller" \
+    "--replicas=0, then --replicas=1)"
   ;;
 await-state)
   # slurmctld.sh on the primary: a state directory without job or node state while archives exist is a
@@ -86,7 +87,7 @@ restore-requested)
   dest="$2" dir="$3" request="$2/restore"
   [ -f "$request" ] || exit 0
   case "$(hostname)" in
-  *-0) ;;
+  @PRIMARY_CONTROLLER@) ;;
   *)
     # A backup controller taking over mid-restore would load half the state, then save it over the
     # restored one when the primary asked for control back.
