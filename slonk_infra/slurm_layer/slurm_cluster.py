@@ -58,6 +58,23 @@ def system_dependencies(cloud: CloudResult) -> list[pulumi.Resource]:
     return [*nodes, *volumes]
 
 
+def mounted_config_maps(obj: dict[str, Any]) -> list[str]:
+    """The ConfigMaps a workload's pods mount, where its template carries their config hash: what must be
+    updated before it. A pod rolled for a new config is made while the ConfigMap may still hold the old one
+    (Pulumi updates the two side by side otherwise), and a controller copies its files once per pod
+    (slurmctld.sh), so it would keep the old ones until its next roll."""
+    if obj["kind"] not in ("StatefulSet", "Deployment"):
+        return []
+    template = obj["spec"]["template"]
+    if vocab.CONFIG_HASH not in (template["metadata"].get("annotations") or {}):
+        return []
+    names: list[str] = []
+    for volume in template["spec"].get("volumes", []):
+        sources = [volume] + [s for s in (volume.get("projected") or {}).get("sources", [])]
+        names += [s["configMap"]["name"] for s in sources if "configMap" in s]
+    return sorted(set(names))
+
+
 def stateful(obj: dict[str, Any]) -> bool:
     """Whether ``obj`` holds data: protected in Pulumi and kept in the cluster when removed from the stack."""
     labels = obj["metadata"].get("labels") or {}
@@ -166,6 +183,9 @@ class SlurmCluster(pulumi.ComponentResource):
                 # https://slurm.schedmd.com/upgrades.html), and on a first deploy slurmctld 22.05 exits when
                 # slurmdbd does not answer at its start.
                 depends.append(slurmdbd)
+            depends += [
+                self.objects[f"ConfigMap/{n}"] for n in mounted_config_maps(obj) if f"ConfigMap/{n}" in self.objects
+            ]
             primary = self.objects.get(f"StatefulSet/{naming.CONTROLLER}")
             if kind == "StatefulSet" and meta["name"] == naming.CONTROLLER_STANDBY and primary is not None:
                 # The backup after the primary is Ready: a config change is served once the new primary

@@ -288,6 +288,16 @@ def config_change(cluster: Cluster) -> str:
     before = {w: (cluster.started_at(w), cluster.restarts(w)) for w in workers}
     name = f"added{secrets.token_hex(2)}"
     new = rerender(cluster.rendered, cluster.secrets, with_partition(cluster, name))
+    # A backup taking control reads its files again through SLURM_CONF alone (src/slurmctld/backup.c,
+    # slurm_conf_reinit(NULL)), and every daemon finds gres.conf, cgroup.conf and the topology beside it:
+    # each slurmctld's own environment must name the copy, not the mounted files. Read before the
+    # reconfigure: 26.05's slurmctld restarts in a new process then, with the same environment, but its
+    # /proc/PID/environ reads empty.
+    pinned = f"SLURM_CONF={vocab.PINNED_CONF_DIR}/slurm.conf"
+    for ctl in cluster.controllers():
+        env = cluster.sh(ctl, "for p in $(pgrep -x slurmctld); do tr '\\0' '\\n' </proc/$p/environ; done")
+        if pinned not in env.splitlines():
+            raise AssertionError(f"{ctl}: slurmctld's environment lacks {pinned}: {sorted(env.splitlines())}")
     # kubelet writes a changed ConfigMap into running pods within about a minute, before their roll or
     # without one, and slurmctld reads its files again on a reconfigure (and a backup when it takes
     # control). A controller runs the config its pod was made with (slurmctld.sh), so nothing serves the

@@ -15,7 +15,7 @@ from slonk_infra.clouds import build_plan
 from slonk_infra.declaration.stacks import load_declaration
 from slonk_infra.kube.worker import SAFE_TO_EVICT, SKIP_AWAIT
 from slonk_infra.offline.runner import Registration, run_offline
-from slonk_infra.slurm_layer.slurm_cluster import AWAIT_TIMEOUT, SlurmCluster, awaited
+from slonk_infra.slurm_layer.slurm_cluster import AWAIT_TIMEOUT, SlurmCluster, awaited, mounted_config_maps
 from tests.kube_support import objects, plan_for
 
 # The documented annotation (pulumi/pulumi-kubernetes#417) and value.
@@ -145,3 +145,20 @@ def test_the_standby_controller_is_updated_only_once_the_primary_is_ready() -> N
     primary, standby = stss["slurmctld"], stss["slurmctld-standby"]
     assert primary.urn in standby.dependencies and standby.urn not in primary.dependencies
     assert awaited(primary.inputs) and primary.custom_timeouts["update"] == AWAIT_TIMEOUT
+
+
+@pytest.mark.parametrize("stack", ["gcp", "aws", "local"])
+def test_a_workload_rolled_for_a_config_is_updated_after_the_config_maps_it_mounts(stack: str) -> None:
+    # A pod made while its ConfigMap still holds the old files would run them until its next roll (the
+    # controller copies its files once per pod).
+    plan = plan_for(stack, lambda raw: raw.setdefault("controller", {}).update(replicas=2, stateStorage="home"))
+    run = run_offline(lambda: SlurmCluster(plan.name, plan, CloudResult(provider=None)))
+    maps = {r.inputs["metadata"]["name"]: r.urn for r in run.of_type("kubernetes:core/v1:ConfigMap")}
+    checked = []
+    for kind in ("StatefulSet", "Deployment"):
+        for r in run.of_type(f"kubernetes:apps/v1:{kind}"):
+            obj = {"kind": kind, **r.inputs}
+            for name in mounted_config_maps(obj):
+                assert maps[name] in r.dependencies, (r.inputs["metadata"]["name"], name)
+                checked.append(r.inputs["metadata"]["name"])
+    assert {"slurmctld", "slurmctld-standby", "login"} <= set(checked)
