@@ -203,16 +203,25 @@ class SlurmRest:
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        conn = self._connection()
-        try:
-            conn.request(method, path, body=data, headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-        except (OSError, http.client.HTTPException) as exc:
-            raise SlurmUnreachable(f"slurmrestd at {self.url}: {exc}") from None
-        finally:
-            conn.close()
-        return resp.status, raw
+        # A GET is tried once more on a fresh connection when slurmrestd resets or drops the first one
+        # before answering (seen from slurmrestd 22.05 in the ops scenarios): asking again changes nothing,
+        # and the tick would otherwise report Slurm unreachable until the next one. Writes are not repeated.
+        tries = 2 if method == "GET" else 1
+        for attempt in range(1, tries + 1):
+            conn = self._connection()
+            try:
+                conn.request(method, path, body=data, headers=headers)
+                resp = conn.getresponse()
+                raw = resp.read()
+                return resp.status, raw
+            except (ConnectionResetError, http.client.RemoteDisconnected) as exc:
+                if attempt == tries:
+                    raise SlurmUnreachable(f"slurmrestd at {self.url}: {exc}") from None
+            except (OSError, http.client.HTTPException) as exc:
+                raise SlurmUnreachable(f"slurmrestd at {self.url}: {exc}") from None
+            finally:
+                conn.close()
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
     def _answer(self, method: str, path: str, status: int, raw: bytes) -> dict[str, Any]:
         try:

@@ -1,0 +1,63 @@
+"""SlurmRest's transport: a GET that slurmrestd resets before answering is asked once more; a write never."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from slonk_infra.ops.slurm_rest import SlurmRest, SlurmUnreachable, TokenSigner
+
+ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[str, list[int]]]:
+    """A loopback server resetting (RST) the first ``resets[0]`` connections after reading the request, then
+    answering ``{}``; yields its URL and that counter."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    resets = [1]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            if resets[0] > 0:
+                resets[0] -= 1
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with RST
+            else:
+                conn.sendall(ANSWER)
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}", resets
+    listener.close()
+
+
+def test_a_reset_get_is_asked_once_more(server: tuple[str, list[int]]) -> None:
+    url, resets = server
+    rest = SlurmRest(url, TokenSigner(b"k" * 32, "slurm"), timeout=5)
+    assert rest.request("GET", "/slurm/v0.0.45/ping") == {}
+    assert resets[0] == 0
+
+
+def test_a_get_reset_twice_is_unreachable_and_a_write_is_not_repeated(server: tuple[str, list[int]]) -> None:
+    url, resets = server
+    rest = SlurmRest(url, TokenSigner(b"k" * 32, "slurm"), timeout=5)
+    resets[0] = 2
+    with pytest.raises(SlurmUnreachable, match="reset"):
+        rest.request("GET", "/slurm/v0.0.45/ping")
+    resets[0] = 1
+    with pytest.raises(SlurmUnreachable):
+        rest.request("POST", "/slurm/v0.0.45/node/a", {"state": ["DRAIN"]})
+    assert resets[0] == 0
+    assert rest.request("POST", "/slurm/v0.0.45/node/a", {"state": ["DRAIN"]}) == {}
