@@ -18,6 +18,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -78,9 +79,21 @@ def open_nvml(
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)  # readers never see half a report
+    """Write ``text`` to ``path`` atomically: readers never see half a report.
+
+    Each writer takes a temporary file of its own: slurmd runs one prolog per job and one epilog per
+    job, so two jobs allocated on one node together write the same report at the same moment, and a
+    shared temporary name let one writer move the other's file away (a traceback, so "Prolog error").
+    """
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(name, 0o644)  # mkstemp makes it 0600; the report was world-readable before
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -161,6 +161,9 @@ def researcher_day(cluster: Cluster, gpus_per_node: int = 0) -> str:
     tasks = cluster.ssh(alice.name, f"cat ~/arr-{array}_*.out").splitlines()
     if len(set(two)) != 2 or sorted(tasks) != [f"task {i} {alice.name}" for i in range(1, 5)]:
         raise AssertionError(f"outputs in /home: 2-node job {two}, array {tasks}")
+    # The array's tasks start and end together on one node: their prologs and epilogs (the health
+    # check) run side by side, and one that trips over another drains the node ("Epilog error").
+    all_idle(cluster, 30)
     sudo = [u for u in users if u.sudo]
     sudo_note = "no user declared with sudo"
     if cluster.exec(LOGIN, "command -v sudo").returncode == 0:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from slonk_infra.health import DRAIN_REASON_PREFIX
+from slonk_infra.health import DRAIN_REASON_PREFIX, cli
 from slonk_infra.health.cli import parse_job_gpus
 from slonk_infra.health.drain import MAX_REASON, drain, drain_reason
 from slonk_infra.health.result import EXIT_CODES, Action, HealthReport
@@ -214,6 +214,29 @@ def test_report_file_is_written(tmp_path: Path) -> None:
     out = tmp_path / "last.json"
     code, report, _ = health("--report-file", str(out))
     assert code == 0 and HealthReport.model_validate_json(out.read_text()) == report
+
+
+def test_two_writers_of_one_report_both_succeed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two jobs allocated on one node together run two prologs that write one report file at once.
+
+    The second writer runs whole between the first's write and its rename, the interleaving that
+    drained a node with "Prolog error" when both shared one temporary name.
+    """
+    out = tmp_path / "slonk-health-prolog.json"
+    real_replace = os.replace
+    calls: list[str] = []
+
+    def replace(src: Any, dst: Any) -> None:
+        calls.append(str(src))
+        if len(calls) == 1:
+            cli._write(out, "second\n")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    cli._write(out, "first\n")
+    assert len(calls) == 2 and out.read_text() == "first\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name], "no temporary file is left behind"
+    assert out.stat().st_mode & 0o777 == 0o644
 
 
 def test_default_node_name_comes_from_slurmd(tmp_path: Path) -> None:
