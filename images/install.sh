@@ -120,7 +120,7 @@ if [ -f "$SLONK_SRC/pyproject.toml" ]; then
     # Pins come from pyproject.toml, the one place they are kept; only the libraries pods import.
     pins="$(python3 - "$SLONK_SRC/pyproject.toml" <<'EOF'
 import re, sys, tomllib
-pod_side = {"pydantic", "pyyaml", "click", "python-hostlist", "nvidia-ml-py", "prometheus-client", "kubernetes", "pyjwt", "msgspec",
+pod_side = {"pydantic", "pyyaml", "click", "python-hostlist", "nvidia-ml-py", "prometheus-client", "kubernetes", "pyjwt", "msgspec", "xxhash", "urllib3",
             "google-auth", "boto3", "botocore"}
 # The operations controller's cloud clients are the "ops" extra (the deployment CLI does not need them).
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]

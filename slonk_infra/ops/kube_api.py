@@ -22,9 +22,11 @@ from typing import Any, TypeVar
 import kubernetes.client as k8s
 import kubernetes.config
 import msgspec
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from slonk_infra.ops.model import KubeNode, KubePod, Taint, WorkerSet
+from slonk_infra.ops.readbuffer import ReadBuffer
 from slonk_infra.ops.wire import (
     KUBE_NODE,
     KUBE_POD,
@@ -111,6 +113,7 @@ class KubeApi:
         # A node or pod unchanged since the last list (byte for byte) is not decoded or read again.
         self._nodes = RecordCache(KUBE_NODE, node_from)
         self._pods = RecordCache(KUBE_POD, pod_from)
+        self._buffers = {kind: ReadBuffer() for kind in ("list_nodes", "list_pods", "list_statefulsets")}
 
     @classmethod
     def in_cluster(cls, namespace: str) -> KubeApi:
@@ -130,25 +133,38 @@ class KubeApi:
             conf.ssl_ca_cert = ca_file
         return cls(k8s.ApiClient(conf), namespace)
 
-    def _raw(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> bytes:
+    def _response(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """The call's urllib3 response, its body not read yet."""
         self.calls[kind] += 1
         try:
-            resp = call(*args, _preload_content=False, _request_timeout=60, **kwargs)
+            return call(*args, _preload_content=False, _request_timeout=60, **kwargs)
         except ApiException as exc:
             raise KubeError(f"{kind}: HTTP {exc.status} {exc.reason}: {(exc.body or '')[:300]}") from None
         except OSError as exc:  # urllib3 connection errors derive from OSError
             raise KubeError(f"{kind}: {exc}") from None
-        data: bytes = resp.data or b""
+
+    def _raw(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> bytes:
+        data: bytes = self._response(kind, call, *args, **kwargs).data or b""
         return data
+
+    def _read(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> memoryview:
+        """The answer read into this kind's :class:`ReadBuffer` (valid until its next list)."""
+        resp = self._response(kind, call, *args, **kwargs)
+        try:
+            return self._buffers[kind].fill(resp)
+        except (OSError, urllib3.exceptions.HTTPError) as exc:  # the connection lost mid-answer
+            raise KubeError(f"{kind}: {exc}") from None
+        finally:
+            resp.release_conn()
 
     def _json(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         data = self._raw(kind, call, *args, **kwargs)
         return json.loads(data) if data else {}
 
     def _list(self, kind: str, decoder: msgspec.json.Decoder[Any], call: Any, *args: Any, **kwargs: Any) -> Any:
-        data = self._raw(kind, call, *args, **kwargs)
+        data = self._read(kind, call, *args, **kwargs)
         try:
-            return decoder.decode(data or b"{}")
+            return decoder.decode(data if len(data) else b"{}")
         except DecodeError as exc:
             raise KubeError(f"{kind}: not a list the controller can read: {exc}") from None
 

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 from urllib.parse import urlsplit
 
 import hostlist
@@ -34,6 +34,7 @@ import jwt
 import msgspec
 
 from slonk_infra.ops.model import SlurmJob, SlurmNode
+from slonk_infra.ops.readbuffer import ReadBuffer
 from slonk_infra.ops.slurm_records import job_from, node_from
 from slonk_infra.ops.wire import (
     SLURM_JOB,
@@ -164,6 +165,7 @@ class SlurmRest:
         # A record unchanged since the last list (byte for byte) is not decoded or read again.
         self._nodes = RecordCache(SLURM_NODE, node_from)
         self._jobs = RecordCache(SLURM_JOB, job_from)
+        self._buffers = {"list_nodes": ReadBuffer(), "list_jobs": ReadBuffer()}
 
     # ------------------------------------------------------------------ transport
     def _connection(self) -> http.client.HTTPConnection:
@@ -180,19 +182,30 @@ class SlurmRest:
         return self._answer(method, path, status, raw)
 
     def _list(self, path: str, kind: str, decoder: msgspec.json.Decoder[Any]) -> Any:
-        """A GET whose answer is decoded into only the fields the records read (:mod:`slonk_infra.ops.wire`)."""
-        status, raw = self._send("GET", path, None, kind)
+        """A GET whose answer is decoded into only the fields the records read (:mod:`slonk_infra.ops.wire`).
+
+        The answer is read into this kind's :class:`ReadBuffer`; the decoded answer refers to it, so it is
+        read before the next list of the same kind."""
+        status, view = self._send("GET", path, None, kind, self._buffers[kind])
         try:
-            answer = decode(decoder, raw) if status < 400 else None
+            answer = decode(decoder, view) if status < 400 else None
         except DecodeError:
             answer = None
         if answer is None:
+            raw = bytes(view)
             self._answer("GET", path, status, raw)  # raises with slurmrestd's own words
             raise SlurmError(f"GET {path}: HTTP {status}: not an answer the controller can read: {raw[:300]!r}")
-        self._raise_errors("GET", path, status, raw, answer.errors)
+        if answer.errors:
+            self._raise_errors("GET", path, status, bytes(view[:300]), answer.errors)
         return answer
 
-    def _send(self, method: str, path: str, body: Any, kind: str) -> tuple[int, bytes]:
+    @overload
+    def _send(self, method: str, path: str, body: Any, kind: str) -> tuple[int, bytes]: ...
+    @overload
+    def _send(self, method: str, path: str, body: Any, kind: str, into: ReadBuffer) -> tuple[int, memoryview]: ...
+    def _send(
+        self, method: str, path: str, body: Any, kind: str, into: ReadBuffer | None = None
+    ) -> tuple[int, bytes | memoryview]:
         self.calls[kind] += 1
         headers = {
             "X-SLURM-USER-NAME": self.signer.user,
@@ -212,8 +225,7 @@ class SlurmRest:
             try:
                 conn.request(method, path, body=data, headers=headers)
                 resp = conn.getresponse()
-                raw = resp.read()
-                return resp.status, raw
+                return resp.status, (resp.read() if into is None else into.fill(resp))
             except (ConnectionResetError, http.client.RemoteDisconnected) as exc:
                 if attempt == tries:
                     raise SlurmUnreachable(f"slurmrestd at {self.url}: {exc}") from None

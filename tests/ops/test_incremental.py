@@ -7,6 +7,7 @@ memo carried from tick to tick and its plans compared with the plans of a memo-l
 from __future__ import annotations
 
 import inspect
+import io
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from slonk_infra.ops.kube_api import KubeApi, KubeError
 from slonk_infra.ops.model import KubeNode
+from slonk_infra.ops.readbuffer import ReadBuffer
 from slonk_infra.ops.slurm_records import node_from
 from slonk_infra.ops.sync import Observed, Plan, ReconcileMemo, reconcile
 from slonk_infra.ops.wire import SLURM_NODE, SLURM_NODES_RAW, DecodeError, RecordCache
@@ -126,6 +128,28 @@ def test_unchanged_records_are_the_same_objects_and_changed_ones_are_read_again(
     third = cache.records(SLURM_NODES_RAW.decode(slurm_answer(first)).nodes or [])
     assert cache.built == 2 and third[0] is a[0]  # n1 as it was and n2 were forgotten once they left the list
     assert third[2] == a[2] and third[2] is not a[2]
+
+
+def test_an_item_one_byte_apart_is_read_again() -> None:
+    """Items are known by a digest and length: two of one length that differ in one byte are two records."""
+    cache = RecordCache(SLURM_NODE, node_from)
+    idle = [{"name": "n0", "state": ["IDLE"]}]
+    down = [{"name": "n0", "state": ["DOWN"]}]
+    assert len(slurm_answer(idle)) == len(slurm_answer(down))
+    a = cache.records(SLURM_NODES_RAW.decode(slurm_answer(idle)).nodes or [])
+    b = cache.records(SLURM_NODES_RAW.decode(slurm_answer(down)).nodes or [])
+    assert cache.built == 1 and b[0] is not a[0] and b[0].state != a[0].state
+
+
+def test_records_outlive_the_buffer_their_answer_was_read_into() -> None:
+    """The next tick's answer is read over the last one's bytes; the records kept must not change."""
+    cache = RecordCache(SLURM_NODE, node_from)
+    buffer = ReadBuffer(64)
+    first = [{"name": f"n{i}", "state": ["IDLE"], "reason": f"r{i}"} for i in range(50)]
+    kept = cache.records(SLURM_NODES_RAW.decode(buffer.fill(io.BytesIO(slurm_answer(first)))).nodes or [])
+    second = [{"name": f"m{i}", "state": ["DOWN"], "reason": f"s{i}"} for i in range(50)]
+    cache.records(SLURM_NODES_RAW.decode(buffer.fill(io.BytesIO(slurm_answer(second)))).nodes or [])
+    assert [(n.name, n.reason) for n in kept] == [(f"n{i}", f"r{i}") for i in range(50)]
 
 
 def test_an_item_that_is_not_a_record_fails_the_list() -> None:

@@ -7,6 +7,7 @@ misread would make the records differ.
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 
 from slonk_infra.ops import kube_api, slurm_records
 from slonk_infra.ops.model import KubeNode, KubePod, Taint, WorkerSet
+from slonk_infra.ops.readbuffer import ReadBuffer
 from slonk_infra.ops.wire import KUBE_NODES, KUBE_PODS, KUBE_STATEFULSETS, SLURM_JOBS, SLURM_NODES, decode
 from testing.fakekube import FakeKube
 
@@ -153,20 +155,26 @@ def test_worker_statefulsets_decode_to_their_group_and_replicas() -> None:
         WorkerSet("cpu", "cpu", 1),
     ]
 
-    class Response:
-        data = _as_json(answer)
+    released: list[bool] = []
+
+    class Response(io.BytesIO):
+        """A urllib3 response as the client hands it over: read into the caller's buffer, then released."""
+
+        def release_conn(self) -> None:
+            released.append(True)
 
     calls: list[tuple[Any, ...]] = []
 
     def list_namespaced_stateful_set(*args: Any, **kwargs: Any) -> Response:
         calls.append((args, kwargs))
-        return Response()
+        return Response(_as_json(answer))
 
     api = kube_api.KubeApi.__new__(kube_api.KubeApi)
     api.namespace, api.calls = "slurm", __import__("collections").Counter()
+    api._buffers = {"list_statefulsets": ReadBuffer(16)}  # smaller than the answer: it grows
     api.apps = type("Apps", (), {"list_namespaced_stateful_set": staticmethod(list_namespaced_stateful_set)})()
     sets = api.list_statefulsets("app.kubernetes.io/component=worker")
-    assert [s.replicas for s in sets] == [12, 1] and api.calls == {"list_statefulsets": 1}
+    assert [s.replicas for s in sets] == [12, 1] and api.calls == {"list_statefulsets": 1} and released == [True]
     ((args, kwargs),) = calls
     assert args == ("slurm",) and kwargs["label_selector"] == "app.kubernetes.io/component=worker"
     assert kwargs["resource_version"] == "0"
