@@ -102,6 +102,12 @@ def pod_from(raw: PodWire | Mapping[str, Any]) -> KubePod:
     )
 
 
+# What the client's transport raises: urllib3's own errors (MaxRetryError when the API server cannot be
+# reached, ProtocolError or IncompleteRead when an answer stops midway, ReadTimeoutError) derive from
+# urllib3.exceptions.HTTPError, not OSError; socket errors may still surface as OSError.
+TRANSPORT_ERRORS = (OSError, urllib3.exceptions.HTTPError)
+
+
 class KubeApi:
     """Nodes and worker pods. ``calls`` counts requests by kind."""
 
@@ -113,7 +119,8 @@ class KubeApi:
         # A node or pod unchanged since the last list (byte for byte) is not decoded or read again.
         self._nodes = RecordCache(KUBE_NODE, node_from)
         self._pods = RecordCache(KUBE_POD, pod_from)
-        self._buffers = {kind: ReadBuffer() for kind in ("list_nodes", "list_pods", "list_statefulsets")}
+        # The lists are read one after another and decoded at once: one buffer serves them all.
+        self._buffer = ReadBuffer()
 
     @classmethod
     def in_cluster(cls, namespace: str) -> KubeApi:
@@ -140,22 +147,29 @@ class KubeApi:
             return call(*args, _preload_content=False, _request_timeout=60, **kwargs)
         except ApiException as exc:
             raise KubeError(f"{kind}: HTTP {exc.status} {exc.reason}: {(exc.body or '')[:300]}") from None
-        except OSError as exc:  # urllib3 connection errors derive from OSError
+        except TRANSPORT_ERRORS as exc:
             raise KubeError(f"{kind}: {exc}") from None
 
     def _raw(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> bytes:
-        data: bytes = self._response(kind, call, *args, **kwargs).data or b""
+        resp = self._response(kind, call, *args, **kwargs)
+        try:
+            data: bytes = resp.data or b""
+        except TRANSPORT_ERRORS as exc:
+            raise KubeError(f"{kind}: {exc}") from None
         return data
 
     def _read(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> memoryview:
-        """The answer read into this kind's :class:`ReadBuffer` (valid until its next list)."""
+        """The answer read into the client's :class:`ReadBuffer` (valid until the next list)."""
         resp = self._response(kind, call, *args, **kwargs)
         try:
-            return self._buffers[kind].fill(resp)
-        except (OSError, urllib3.exceptions.HTTPError) as exc:  # the connection lost mid-answer
-            raise KubeError(f"{kind}: {exc}") from None
-        finally:
-            resp.release_conn()
+            view = self._buffer.fill(resp, resp.length_remaining)
+        except BaseException as exc:
+            resp.close()  # a connection stopped mid-answer never goes back to the pool
+            if isinstance(exc, TRANSPORT_ERRORS):
+                raise KubeError(f"{kind}: {exc}") from None
+            raise
+        resp.release_conn()
+        return view
 
     def _json(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         data = self._raw(kind, call, *args, **kwargs)

@@ -165,7 +165,8 @@ class SlurmRest:
         # A record unchanged since the last list (byte for byte) is not decoded or read again.
         self._nodes = RecordCache(SLURM_NODE, node_from)
         self._jobs = RecordCache(SLURM_JOB, job_from)
-        self._buffers = {"list_nodes": ReadBuffer(), "list_jobs": ReadBuffer()}
+        # The lists are read one after another and decoded at once: one buffer serves both.
+        self._buffer = ReadBuffer()
 
     # ------------------------------------------------------------------ transport
     def _connection(self) -> http.client.HTTPConnection:
@@ -184,9 +185,9 @@ class SlurmRest:
     def _list(self, path: str, kind: str, decoder: msgspec.json.Decoder[Any]) -> Any:
         """A GET whose answer is decoded into only the fields the records read (:mod:`slonk_infra.ops.wire`).
 
-        The answer is read into this kind's :class:`ReadBuffer`; the decoded answer refers to it, so it is
-        read before the next list of the same kind."""
-        status, view = self._send("GET", path, None, kind, self._buffers[kind])
+        The answer is read into the client's :class:`ReadBuffer`; the decoded answer refers to it, so it is
+        read before the next list."""
+        status, view = self._send("GET", path, None, kind, self._buffer)
         try:
             answer = decode(decoder, view) if status < 400 else None
         except DecodeError:
@@ -225,7 +226,12 @@ class SlurmRest:
             try:
                 conn.request(method, path, body=data, headers=headers)
                 resp = conn.getresponse()
-                return resp.status, (resp.read() if into is None else into.fill(resp))
+                if into is None:
+                    return resp.status, resp.read()
+                view = into.fill(resp, resp.length)
+                if resp.length:  # readinto ends quietly where read() raises: slurmrestd stopped mid-answer
+                    raise http.client.IncompleteRead(bytes(view[-64:]), resp.length)
+                return resp.status, view
             except (ConnectionResetError, http.client.RemoteDisconnected) as exc:
                 if attempt == tries:
                     raise SlurmUnreachable(f"slurmrestd at {self.url}: {exc}") from None

@@ -66,6 +66,32 @@ def test_reads_ask_for_at_most_a_chunk() -> None:
     assert max(body.asked) == readbuffer.CHUNK
 
 
+def test_a_known_length_sizes_the_buffer_once() -> None:
+    data = b"k" * (5 * readbuffer.CHUNK + 3)
+    buf = ReadBuffer()
+    body = Trickle(data, readbuffer.CHUNK)
+    assert bytes(buf.fill(body, len(data))) == data
+    assert buf.capacity == len(data) + 1, "no growth while reading, no doubling for the read that finds the end"
+
+
+def test_growth_without_a_length_is_by_half_not_doubling() -> None:
+    buf = ReadBuffer(8 * readbuffer.CHUNK)
+    buf.fill(io.BytesIO(b"g" * (9 * readbuffer.CHUNK)))
+    assert buf.capacity == 12 * readbuffer.CHUNK
+
+
+def test_a_buffer_far_larger_than_every_recent_answer_is_given_back() -> None:
+    buf = ReadBuffer()
+    big = b"b" * (16 * readbuffer.CHUNK)
+    buf.fill(io.BytesIO(big), len(big))  # one unusually large answer
+    small = b"s" * 1000
+    for _ in range(readbuffer.RECENT - 1):
+        assert bytes(buf.fill(io.BytesIO(small))) == small
+    assert buf.capacity > 16 * readbuffer.CHUNK, "kept while the large answer is among the recent ones"
+    assert bytes(buf.fill(io.BytesIO(small))) == small
+    assert buf.capacity <= readbuffer.CHUNK + 1
+
+
 def test_an_empty_body_is_an_empty_view() -> None:
     assert len(ReadBuffer().fill(io.BytesIO(b""))) == 0
 

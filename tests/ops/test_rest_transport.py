@@ -1,4 +1,5 @@
-"""SlurmRest's transport: a GET that slurmrestd resets before answering is asked once more; a write never."""
+"""SlurmRest's transport: a GET that slurmrestd resets before answering is asked once more; a write never; an
+answer cut short is unreachable."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from slonk_infra.ops.slurm_rest import SlurmRest, SlurmUnreachable, TokenSigner
+from slonk_infra.ops.slurm_rest import ApiInfo, SlurmRest, SlurmUnreachable, TokenSigner
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
 
@@ -61,3 +62,32 @@ def test_a_get_reset_twice_is_unreachable_and_a_write_is_not_repeated(server: tu
         rest.request("POST", "/slurm/v0.0.45/node/a", {"state": ["DRAIN"]})
     assert resets[0] == 0
     assert rest.request("POST", "/slurm/v0.0.45/node/a", {"state": ["DRAIN"]}) == {}
+
+
+def test_an_answer_cut_short_is_unreachable_not_a_bad_answer() -> None:
+    """slurmrestd stopped mid-answer (killed, restarted): its Content-Length is not met. http.client's
+    readinto ends quietly there, where read() raised; the list must still be reported unreachable."""
+    body = b'{"nodes": [' + b",".join(b'{"name": "n%d"}' % i for i in range(20_000)) + b"]}"
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(65536)
+            conn.sendall(head + body[: len(body) // 2])
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        rest = SlurmRest(f"http://127.0.0.1:{listener.getsockname()[1]}", TokenSigner(b"k" * 32, "slurm"), timeout=5)
+        rest._api = ApiInfo(45, "/slurm/v0.0.45/nodes", "/slurm/v0.0.45/jobs", "/slurm/v0.0.45/nodes", None)
+        with pytest.raises(SlurmUnreachable, match="IncompleteRead"):
+            rest.list_nodes()
+    finally:
+        listener.close()

@@ -160,6 +160,8 @@ def test_worker_statefulsets_decode_to_their_group_and_replicas() -> None:
     class Response(io.BytesIO):
         """A urllib3 response as the client hands it over: read into the caller's buffer, then released."""
 
+        length_remaining = None  # chunked: no length known before the read
+
         def release_conn(self) -> None:
             released.append(True)
 
@@ -171,7 +173,7 @@ def test_worker_statefulsets_decode_to_their_group_and_replicas() -> None:
 
     api = kube_api.KubeApi.__new__(kube_api.KubeApi)
     api.namespace, api.calls = "slurm", __import__("collections").Counter()
-    api._buffers = {"list_statefulsets": ReadBuffer(16)}  # smaller than the answer: it grows
+    api._buffer = ReadBuffer(16)  # smaller than the answer: it grows
     api.apps = type("Apps", (), {"list_namespaced_stateful_set": staticmethod(list_namespaced_stateful_set)})()
     sets = api.list_statefulsets("app.kubernetes.io/component=worker")
     assert [s.replicas for s in sets] == [12, 1] and api.calls == {"list_statefulsets": 1} and released == [True]
