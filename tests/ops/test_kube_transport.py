@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 from slonk_infra.ops.kube_api import KubeApi, KubeError
 from testing.fakekube import TOKEN
+from testing.loopback import raw_server
 
 NODES = json.dumps(
     {"kind": "NodeList", "items": [{"metadata": {"name": f"gke-{i}"}, "spec": {}} for i in range(3000)]}
@@ -31,25 +31,14 @@ def _answer(body: bytes, cut: bool, chunked: bool) -> bytes:
 def server() -> Iterator[tuple[str, list[str]]]:
     """A loopback API server answering each request with the next planned answer ("cut", "cut-chunked",
     "whole"; "whole" once the plan is spent), closing the connection after each."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
     plan: list[str] = []
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            conn.recv(65536)
-            what = plan.pop(0) if plan else "whole"
-            conn.sendall(_answer(NODES, cut=what.startswith("cut"), chunked=what.endswith("chunked")))
-            conn.close()
+    def answer(conn: socket.socket) -> None:
+        what = plan.pop(0) if plan else "whole"
+        conn.sendall(_answer(NODES, cut=what.startswith("cut"), chunked=what.endswith("chunked")))
 
-    threading.Thread(target=serve, daemon=True).start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}", plan
-    listener.close()
+    with raw_server(answer) as url:
+        yield url, plan
 
 
 @pytest.mark.parametrize("how", ["cut", "cut-chunked"])

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import socket
 import struct
-import threading
 from collections.abc import Iterator
 
 import pytest
 
 from slonk_infra.ops.slurm_rest import ApiInfo, SlurmRest, SlurmUnreachable, TokenSigner
+from testing.loopback import raw_server
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
 
@@ -19,29 +19,17 @@ ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 
 def server() -> Iterator[tuple[str, list[int]]]:
     """A loopback server resetting (RST) the first ``resets[0]`` connections after reading the request, then
     answering ``{}``; yields its URL and that counter."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
     resets = [1]
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            conn.recv(65536)
-            if resets[0] > 0:
-                resets[0] -= 1
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with RST
-            else:
-                conn.sendall(ANSWER)
-            conn.close()
+    def answer(conn: socket.socket) -> None:
+        if resets[0] > 0:
+            resets[0] -= 1
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with RST
+        else:
+            conn.sendall(ANSWER)
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{listener.getsockname()[1]}", resets
-    listener.close()
+    with raw_server(answer) as url:
+        yield url, resets
 
 
 def test_a_reset_get_is_asked_once_more(server: tuple[str, list[int]]) -> None:
@@ -69,25 +57,8 @@ def test_an_answer_cut_short_is_unreachable_not_a_bad_answer() -> None:
     readinto ends quietly there, where read() raised; the list must still be reported unreachable."""
     body = b'{"nodes": [' + b",".join(b'{"name": "n%d"}' % i for i in range(20_000)) + b"]}"
     head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(4)
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            conn.recv(65536)
-            conn.sendall(head + body[: len(body) // 2])
-            conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        rest = SlurmRest(f"http://127.0.0.1:{listener.getsockname()[1]}", TokenSigner(b"k" * 32, "slurm"), timeout=5)
+    with raw_server(lambda conn: conn.sendall(head + body[: len(body) // 2])) as url:
+        rest = SlurmRest(url, TokenSigner(b"k" * 32, "slurm"), timeout=5)
         rest._api = ApiInfo(45, "/slurm/v0.0.45/nodes", "/slurm/v0.0.45/jobs", "/slurm/v0.0.45/nodes", None)
         with pytest.raises(SlurmUnreachable, match="IncompleteRead"):
             rest.list_nodes()
-    finally:
-        listener.close()
