@@ -264,7 +264,13 @@ def run(
 def _emit(report: HealthReport, report_file: Path | None) -> int:
     text = report.model_dump_json(by_alias=True, indent=2)
     if report_file is not None:
-        _write(report_file, text + "\n")
+        # The file is a side channel (the verdict travels by exit code and the node's Comment): a report
+        # path a job made unwritable (a directory of that name in the shared /tmp) must not fail the
+        # prolog and so drain the node.
+        try:
+            _write(report_file, text + "\n")
+        except OSError as exc:
+            click.echo(f"slonk-health: could not write the report to {report_file}: {exc}", err=True)
     click.echo(text)
     for line in human_lines(report):
         click.echo(line, err=True)

@@ -239,6 +239,17 @@ def test_two_writers_of_one_report_both_succeed(tmp_path: Path, monkeypatch: pyt
     assert out.stat().st_mode & 0o777 == 0o644
 
 
+def test_an_unwritable_report_path_does_not_change_the_verdict(tmp_path: Path) -> None:
+    """A user job may make a directory where the prolog writes its report (the shared /tmp): the check's
+    verdict, not the side file, decides the exit code, so the node is not drained for it."""
+    out = tmp_path / "slonk-health-prolog.json"
+    out.mkdir()
+    code, report, err = health("--report-file", str(out))
+    assert code == 0 and report.exit_code == 0
+    assert f"could not write the report to {out}" in err
+    assert [p.name for p in tmp_path.iterdir()] == [out.name], "no temporary file is left behind"
+
+
 def test_default_node_name_comes_from_slurmd(tmp_path: Path) -> None:
     _, report, _ = health(env={"SLURMD_NODENAME": "gpu-a-7"})
     assert report.node == "gpu-a-7"
