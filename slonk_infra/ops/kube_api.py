@@ -107,11 +107,34 @@ def pod_from(raw: PodWire | Mapping[str, Any]) -> KubePod:
 # urllib3.exceptions.HTTPError, not OSError; socket errors may still surface as OSError.
 TRANSPORT_ERRORS = (OSError, urllib3.exceptions.HTTPError)
 
+# How long one call may wait: seconds to connect (TLS handshake included), and between two reads of its
+# answer (not for the whole answer: a large list streams).
+TIMEOUT = (5.0, 30.0)
+RETRY_AFTER_CAP = 5.0  # seconds; API Priority and Fairness asks for 1
+
+
+class _Retry(urllib3.util.Retry):
+    """urllib3's retry, waiting at most :data:`RETRY_AFTER_CAP` for a server's Retry-After."""
+
+    def get_retry_after(self, response: urllib3.BaseHTTPResponse) -> float | None:
+        after = super().get_retry_after(response)
+        return None if after is None else min(after, RETRY_AFTER_CAP)
+
+
+# One retry per call, never more: urllib3's default of three let one hung API server hold a tick for four
+# read timeouts, and the next tick tries again anyway. That one retry resends a GET or DELETE whose
+# connection failed (a pooled connection the server or its load balancer had closed; PATCH is never
+# resent, as urllib3 does not resend methods that are not idempotent), and waits out a 429 or 503 that
+# carries Retry-After (the API server throttling under load, or shutting down during an upgrade) instead
+# of losing the tick.
+RETRIES = _Retry(total=1, redirect=0, raise_on_status=False)
+
 
 class KubeApi:
     """Nodes and worker pods. ``calls`` counts requests by kind."""
 
-    def __init__(self, client: k8s.ApiClient, namespace: str) -> None:
+    def __init__(self, client: k8s.ApiClient, namespace: str, timeout: tuple[float, float] = TIMEOUT) -> None:
+        self.timeout = timeout
         self.core = k8s.CoreV1Api(client)
         self.apps = k8s.AppsV1Api(client)
         self.namespace = namespace
@@ -125,8 +148,10 @@ class KubeApi:
     @classmethod
     def in_cluster(cls, namespace: str) -> KubeApi:
         """Service-account credentials of the pod it runs in."""
-        kubernetes.config.load_incluster_config()
-        return cls(k8s.ApiClient(), namespace)
+        conf = k8s.Configuration()
+        kubernetes.config.load_incluster_config(client_configuration=conf)
+        conf.retries = RETRIES
+        return cls(k8s.ApiClient(conf), namespace)
 
     @classmethod
     def connect(cls, host: str, token: str, namespace: str, ca_file: str | None = None) -> KubeApi:
@@ -138,13 +163,14 @@ class KubeApi:
         conf.verify_ssl = True  # https is always verified: with ``ca_file``, else the system's CAs
         if ca_file:
             conf.ssl_ca_cert = ca_file
+        conf.retries = RETRIES
         return cls(k8s.ApiClient(conf), namespace)
 
     def _response(self, kind: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         """The call's urllib3 response, its body not read yet."""
         self.calls[kind] += 1
         try:
-            return call(*args, _preload_content=False, _request_timeout=60, **kwargs)
+            return call(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
         except ApiException as exc:
             raise KubeError(f"{kind}: HTTP {exc.status} {exc.reason}: {(exc.body or '')[:300]}") from None
         except TRANSPORT_ERRORS as exc:

@@ -172,7 +172,7 @@ def test_worker_statefulsets_decode_to_their_group_and_replicas() -> None:
         return Response(_as_json(answer))
 
     api = kube_api.KubeApi.__new__(kube_api.KubeApi)
-    api.namespace, api.calls = "slurm", __import__("collections").Counter()
+    api.namespace, api.calls, api.timeout = "slurm", __import__("collections").Counter(), kube_api.TIMEOUT
     api._buffer = ReadBuffer(16)  # smaller than the answer: it grows
     api.apps = type("Apps", (), {"list_namespaced_stateful_set": staticmethod(list_namespaced_stateful_set)})()
     sets = api.list_statefulsets("app.kubernetes.io/component=worker")
