@@ -20,7 +20,9 @@ ROWS = [
     "tick wall ms (median)",
     "tick CPU ms, controller (median)",
     "GET nodes ms",
-    "reconcile alone ms",
+    "reconcile alone ms, every node (no memo)",
+    "nodes visited by reconcile per tick",
+    "tick CPU ms after one drain or resume (median)",
     "Slurm drain -> cordon s (median / max)",
     "cordon -> Slurm drain s",
 ]
@@ -45,6 +47,7 @@ def test_quick_benchmark(tmp_path: Path) -> None:
     assert result["slurm_calls"] == {"list_nodes": 1, "list_jobs": 1}
     assert result["kube_calls"] == {"list_nodes": 1, "list_pods": 1}
     assert result["changes"] == 0
+    assert result["nodes_visited_changed"] == [1]  # the drained node alone was decided again
 
 
 def test_decode_benchmark_runs_and_prints_its_table() -> None:

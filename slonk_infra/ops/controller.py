@@ -120,6 +120,7 @@ class Controller:
         self.faulty_types = frozenset(cloud_section.faulty_host_machine_types if cloud_section else ())
         self._last_failure: BaseException | None = None
         self.memo = ReconcileMemo()  # quiet nodes' outcomes of the last tick, reused while their records are
+        self._last_view: tuple[list[SlurmNode], list[KubeNode], list[KubePod], Observed] | None = None
 
     @property
     def sizes_pools(self) -> bool:
@@ -153,7 +154,7 @@ class Controller:
             m.slurm(nodes, jobs, now)
         if report.slurm_ok and report.kube_ok:
             report.nodes, report.pods = len(nodes), len(pods)
-            obs = Observed({n.name: n for n in nodes}, {n.name: n for n in knodes}, {p.name: p for p in pods})
+            obs = self._observed(nodes, knodes, pods)
             plan = reconcile(obs, self.state, self.spec, now, self.memo)
             report.plan = plan
             self._apply(plan, report)
@@ -187,6 +188,16 @@ class Controller:
         m.tick_cpu.set(report.cpu_seconds)
         self.last_tick_end = time.time()
         return report
+
+    def _observed(self, nodes: list[SlurmNode], knodes: list[KubeNode], pods: list[KubePod]) -> Observed:
+        """The tick's view; the last one again when every list is the very list of the last tick (the
+        clients return their last list when no record in it changed), which saves building three maps."""
+        last = self._last_view
+        if last is not None and last[0] is nodes and last[1] is knodes and last[2] is pods:
+            return last[3]
+        obs = Observed({n.name: n for n in nodes}, {n.name: n for n in knodes}, {p.name: p for p in pods})
+        self._last_view = (nodes, knodes, pods, obs)
+        return obs
 
     def _apply(self, plan: Plan, report: TickReport) -> None:
         # Slurm first: a node is drained before its machine is cordoned or its pod deleted.

@@ -24,10 +24,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import heapq
 import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress, count
+from operator import is_not
 from typing import Literal
 
 from slonk_infra.ops import remediation as rem_mod
@@ -141,7 +145,7 @@ class _NodeOutcome:
 
 @dataclass
 class ReconcileMemo:
-    """What the previous :func:`reconcile` decided for each quiet node and machine, to skip re-deciding it.
+    """What the previous :func:`reconcile` decided, kept by the caller so that the next one decides only what changed.
 
     A node is quiet when its tick made no change, decision or patch for it and no remediation, hold or
     failing verdict concerns it. Its outcome depends only on its pod, machine and Slurm records (the
@@ -149,14 +153,55 @@ class ReconcileMemo:
     are the same objects the outcome is reused. Outcomes that depend on the clock are never kept: a
     machine with the scheduled-maintenance label, a failing verdict (repeat-offender windows), a running
     remediation (timeouts). A machine whose inputs (its record, the nodes shown on it, its cordon reasons)
-    are equal to the previous tick's and that needed no patch then needs none now. The plan is the same
-    with or without a memo; only the work differs. ``reused`` counts the nodes skipped by the last call.
+    are equal to the previous tick's and that needed no patch then needs none now.
+
+    Which records changed is found without visiting them: the observed maps' keys and values are compared
+    position by position with the previous tick's, by identity (:func:`_changed`, a C-level pass). Only the
+    nodes named there, the nodes on changed machines, the nodes that were not quiet and those a
+    remediation or hold concerns are decided; every other node keeps its outcome without being looked at.
+    When a map grew or shrank (positions moved) every node is visited, reusing quiet outcomes one by one.
+
+    The plan is the same with or without a memo; only the work differs. ``reused`` counts the nodes whose
+    outcome was taken again by the last call, ``visited`` the nodes it looked at.
     """
 
     spec: OperationsSpec | None = None
-    nodes: dict[str, _NodeOutcome] = field(default_factory=dict)
-    machines: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    nodes: dict[str, _NodeOutcome] = field(default_factory=dict)  # quiet node -> its outcome
+    machines: dict[str, tuple[object, ...]] = field(default_factory=dict)  # quiet machine -> its inputs
     reused: int = 0
+    visited: int = 0
+    # The previous tick's observed maps (keys, values), its whole plan.machines / verdicts, the nodes it
+    # decided without keeping an outcome, the machines they (or orphans) wrote on, and the machines whose
+    # inputs it did not keep.
+    seen: tuple[tuple[list[str], list[object]], ...] | None = None
+    placed: dict[str, tuple[str, str]] = field(default_factory=dict)
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    loud: set[str] = field(default_factory=set)
+    touched: set[str] = field(default_factory=set)
+    loud_machines: set[str] = field(default_factory=set)
+    # Indexes of the quiet outcomes: the nodes on each machine, the nodes of each machine fingerprint.
+    on_machine: dict[str, set[str]] = field(default_factory=dict)
+    by_fingerprint: dict[str, set[str]] = field(default_factory=dict)
+
+    def clear(self, spec: OperationsSpec | None = None) -> None:
+        """Forgets everything (another spec, or a reconcile that raised half way)."""
+        fresh = ReconcileMemo(spec)
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(fresh, f.name))
+
+
+def _views(obs: Observed) -> tuple[tuple[list[str], list[object]], ...]:
+    return tuple((list(m), list(m.values())) for m in (obs.slurm_nodes, obs.kube_nodes, obs.pods))
+
+
+def _changed(before: tuple[list[str], list[object]], now: tuple[list[str], list[object]]) -> set[str] | None:
+    """The keys whose entry differs by position (old and new key), or None when the map grew or shrank."""
+    (keys0, values0), (keys1, values1) = before, now
+    if len(keys0) != len(keys1):
+        return None
+    at = set(compress(count(), map(is_not, values1, values0)))
+    at.update(compress(count(), map(is_not, keys1, keys0)))
+    return {keys0[i] for i in at} | {keys1[i] for i in at}
 
 
 class _Tick:
@@ -167,8 +212,9 @@ class _Tick:
     ) -> None:
         self.obs, self.spec, self.now = obs, spec, now
         # Outcomes of the last call are valid only under the same settings.
-        self.before = memo if memo.spec is spec else ReconcileMemo()
-        self.memo = ReconcileMemo(spec)
+        if memo.spec is not spec:
+            memo.clear(spec)
+        self.memo = memo
         # The pool-sizing memory (a list per machine) is never changed here, and the controller replaces
         # rather than edits it: shared, not copied, which at 4,096 machines is most of the copy's cost.
         shared: dict[int, object] = {id(state.hosts): state.hosts, id(state.removals): state.removals}
@@ -183,18 +229,103 @@ class _Tick:
         self.deletes: list[str] = []
         self.decisions: list[Decision] = []
         self.deferred: Counter[str] = Counter()
-        self.pool_sizes = Counter(p.pool for p in obs.pods.values())
         self.machines: dict[str, tuple[str, str]] = {}
         self.verdicts: dict[str, Verdict] = {}
+        self.loud: set[str] = set()  # nodes decided this tick whose outcome is not kept
+        self.touched: set[str] = set()  # machines those nodes (and orphans) wrote on
+        self.stale: set[str] = set()  # machines whose inputs may differ from the last tick's
+        self.decided: set[str] = set()  # nodes visited this tick (their contributions are in out_on/cordons)
+        self.carried = 0  # quiet nodes not visited: their outcomes stay in the memo
+        self.replays = 0  # visited nodes whose last outcome was taken again
+
+    @functools.cached_property
+    def pool_sizes(self) -> Counter[str]:
+        """Worker pods per pool; counted only when a remediation asks (every pod is visited)."""
+        return Counter(p.pool for p in self.obs.pods.values())
 
     def note(self, node: str, what: str, why: str) -> None:
         self.decisions.append(Decision(node, what, why))
 
+    # ------------------------------------------------------------------ which nodes to visit
+    def everything(self) -> None:
+        """Every node will be visited: outcomes are kept anew, the last tick's only reused one by one."""
+        m = self.memo
+        m.nodes, m.on_machine, m.by_fingerprint = {}, {}, {}
+        m.placed, m.verdicts = self.machines, self.verdicts
+
+    def dirty(self, views: tuple[tuple[list[str], list[object]], ...]) -> set[str] | None:
+        """The nodes this tick must visit, or None for every node (the first tick, or a map grew or shrank)."""
+        m = self.memo
+        if m.seen is None:
+            return None
+        slurm, kube, pods = (_changed(a, b) for a, b in zip(m.seen, views, strict=True))
+        if slurm is None or kube is None or pods is None:
+            return None
+        names = slurm | pods | m.loud | set(self.state.active)
+        for kname in kube:
+            names.update(m.on_machine.get(kname, ()))
+        for fp in self.state.kept_out:
+            names.update(m.by_fingerprint.get(fp, ()))
+        if 2 * len(names) > len(self.obs.pods):
+            return None  # most nodes changed: one pass over all is cheaper than forgetting each
+        self.stale = kube | m.touched | m.loud_machines
+        self.machines, self.verdicts = m.placed, m.verdicts  # carried; the visited nodes' entries are redone
+        return names
+
+    def forget(self, name: str) -> _NodeOutcome | None:
+        """Takes a node's outcome (if it had one) out of the memo and out of this tick's results."""
+        m = self.memo
+        self.machines.pop(name, None)
+        self.verdicts.pop(name, None)
+        last = m.nodes.pop(name, None)
+        if last is not None:
+            where = last.pod.node_name
+            self.stale.add(where)
+            _discard(m.on_machine, where, name)
+            _discard(m.by_fingerprint, last.fingerprint, name)
+        return last
+
+    def keep(self, name: str, outcome: _NodeOutcome) -> None:
+        m = self.memo
+        m.nodes[name] = outcome
+        m.on_machine.setdefault(outcome.pod.node_name, set()).add(name)
+        m.by_fingerprint.setdefault(outcome.fingerprint, set()).add(name)
+
+    def visit_all(self) -> None:
+        """Every node, in name order; the last tick's outcomes are reused one by one."""
+        before = self.memo.nodes
+        self.everything()
+        for name in sorted(self.obs.pods):
+            pod = self.obs.pods[name]
+            if not pod.deleting:
+                self.node(name, pod, before.get(name))
+
+    def visit(self, dirty: set[str]) -> None:
+        """Only the ``dirty`` nodes, in the order a full pass would visit them; the rest keep their outcomes."""
+        memo, pods = self.memo, self.obs.pods
+        lasts = {name: self.forget(name) for name in dirty}
+        self.carried = len(memo.nodes)
+        todo = sorted(dirty)  # a sorted list is a heap
+        while todo:
+            name = heapq.heappop(todo)
+            pod = pods.get(name)
+            if pod is None or pod.deleting:
+                continue
+            held = len(self.state.kept_out)
+            self.node(name, pod, lasts[name])
+            if len(self.state.kept_out) != held:
+                # A machine held out just now: a full pass would decide, not reuse, every later node on it.
+                fp = self.machines[name][0]
+                for later in sorted(n for n in memo.by_fingerprint.get(fp, ()) if n > name and n not in lasts):
+                    lasts[later] = self.forget(later)
+                    self.carried -= 1
+                    heapq.heappush(todo, later)
+
     # ------------------------------------------------------------------ per Slurm node
-    def node(self, name: str, pod: KubePod) -> None:
+    def node(self, name: str, pod: KubePod, last: _NodeOutcome | None) -> None:
+        self.decided.add(name)
         slurm = self.obs.slurm_nodes.get(name)
         knode = self.obs.kube_nodes.get(pod.node_name)
-        last = self.before.nodes.get(name)
         if (
             last is not None
             and last.pod is pod
@@ -206,17 +337,24 @@ class _Tick:
             self._replay(name, last)
             return
         marks = (len(self.decisions), len(self.patches))
-        out, cordon = self._decide(name, pod, slurm, knode)
-        if slurm is None or marks != (len(self.decisions), len(self.patches)) or name in self.state.active:
-            return
-        fp, _ = self.machines[name]
+        out, cordon, where = self._decide(name, pod, slurm, knode)
+        self.stale.update(w for w in (pod.node_name if out else "", where) if w)
+        if slurm is not None and self._quiet(name, slurm, knode, marks):
+            fp, _ = self.machines[name]
+            self.keep(name, _NodeOutcome(pod, knode, slurm, fp, self.verdicts.get(name), out, cordon))
+        else:
+            self.loud.add(name)
+            self.touched.update(w for w in (pod.node_name if out else "", where) if w)
+
+    def _quiet(self, name: str, slurm: SlurmNode, knode: KubeNode | None, marks: tuple[int, int]) -> bool:
+        """Whether a node's outcome just decided depends on its records alone (and may be reused)."""
+        if marks != (len(self.decisions), len(self.patches)) or name in self.state.active:
+            return False
         verdict = self.verdicts.get(name)
+        if (verdict is not None and verdict.failing) or self.machines[name][0] in self.state.kept_out:
+            return False
         label = self.spec.signals.scheduled_maintenance_label
-        if (verdict is not None and verdict.failing) or fp in self.state.kept_out:
-            return
-        if knode is not None and label and label in knode.labels:
-            return  # the signal depends on the clock
-        self.memo.nodes[name] = _NodeOutcome(pod, knode, slurm, fp, verdict, out, cordon)
+        return not (knode is not None and label and label in knode.labels)  # else the signal depends on the clock
 
     def _replay(self, name: str, last: _NodeOutcome) -> None:
         """A quiet node's outcome of the previous tick, added again."""
@@ -228,13 +366,14 @@ class _Tick:
             self.out_on[pod.node_name].append((pod.name, last.slurm))
         if last.cordon is not None:
             self.cordons[pod.node_name].append(last.cordon)
-        self.memo.nodes[name] = last
-        self.memo.reused += 1
+        self.keep(name, last)
+        self.replays += 1
 
     def _decide(  # noqa: C901  the decision table for one node, kept whole
         self, name: str, pod: KubePod, slurm: SlurmNode | None, knode: KubeNode | None
-    ) -> tuple[bool, str | None]:
-        """Decides one node; returns whether it is shown as out on its machine and its cordon line, if any."""
+    ) -> tuple[bool, str | None, str]:
+        """Decides one node; returns whether it is shown as out on its machine, its cordon line, if any, and the
+        machine that line goes on ('' for none)."""
         spec, prefix = self.spec, self.spec.reason_prefix
         verdict = current_verdict(pod, knode, slurm)
         fp = fingerprint_of(name, verdict, knode)
@@ -247,7 +386,7 @@ class _Tick:
             self.note(name, "remediated", f"{rem.action} finished")
             rem = None
         if slurm is None:
-            return False, None  # FUTURE (hidden) or unknown: the pod's own entrypoint brings it into Slurm
+            return False, None, ""  # FUTURE (hidden) or unknown: the pod's own entrypoint brings it into Slurm
         failing = verdict is not None and verdict.failing
         held = self.state.kept_out.get(fp)
         if (
@@ -290,7 +429,7 @@ class _Tick:
         where = self._cordon_at(pod, rem, held) if cordon else ""
         if where:
             self.cordons[where].append(f"{name}: {desired}")
-        return bool(pod.node_name) and after.out, f"{name}: {desired}" if where else None
+        return bool(pod.node_name) and after.out, f"{name}: {desired}" if where else None, where
 
     def _cordon_at(self, pod: KubePod, rem: Remediation | None, held: KeptOut | None) -> str:
         """The machine a node's cordon goes on ('' for none): its pod's, or the one under a replace-machine repair."""
@@ -320,10 +459,12 @@ class _Tick:
                 slurm = self._drain(rem.node, slurm, desired)
             if rem.kube_node:
                 self.out_on[rem.kube_node].append((rem.node, slurm))
+                self.touched.add(rem.kube_node)
         if rem.action == "replace-machine" and self._replaced(rem):
             cordon = False
         if cordon and rem.kube_node:
             self.cordons[rem.kube_node].append(f"{rem.node}: {desired}")
+            self.touched.add(rem.kube_node)
 
     def _desired(
         self,
@@ -405,14 +546,30 @@ class _Tick:
         return _cut(f"{self.spec.reason_prefix} remediation {rem.action}: {rem.reason}")
 
     # ------------------------------------------------------------------ per Kubernetes node
-    def kube_nodes(self) -> None:
+    def kube_nodes(self, every: bool) -> None:
+        """The machine pass: every machine, or only those whose inputs may have changed."""
         replacing = {r.kube_node for r in self.state.active.values() if r.action == "replace-machine"}
-        for kname in sorted(self.obs.kube_nodes):
-            knode = self.obs.kube_nodes[kname]
-            # Most machines have no node out and no cordon: skip sorting empty lists there.
+        self.touched.update(replacing)  # a machine that stops being replaced is looked at again next tick
+        m = self.memo
+        before = m.machines
+        if every:
+            names: list[str] | set[str] = sorted(self.obs.kube_nodes)
+            m.machines = {}
+        else:
+            names = self.stale | set(self.out_on) | set(self.cordons) | set(self.replace_notes) | replacing
+            names = sorted(names)
+        loud: set[str] = set()
+        for kname in names:
+            last = before.get(kname) if every else before.pop(kname, None)
+            knode = self.obs.kube_nodes.get(kname)
+            if knode is None:
+                continue
             listed = self.out_on.get(kname)
-            out = sorted(listed) if listed else []
             why = self.cordons.get(kname)
+            if not every:
+                listed, why = self._with_quiet(kname, listed, why)
+            # Most machines have no node out and no cordon: skip sorting empty lists there.
+            out = sorted(listed) if listed else []
             inputs = (
                 knode,
                 tuple(out),
@@ -420,13 +577,30 @@ class _Tick:
                 kname in replacing,
                 tuple(sorted(why)) if why else (),
             )
-            if self.before.machines.get(kname) == inputs:
-                self.memo.machines[kname] = inputs  # nothing to patch then, nothing now
+            if last == inputs:
+                m.machines[kname] = inputs  # nothing to patch then, nothing now
                 continue
             marks = (len(self.decisions), len(self.patches))
             self._machine(kname, knode, out, why, replacing)
             if marks == (len(self.decisions), len(self.patches)):
-                self.memo.machines[kname] = inputs
+                m.machines[kname] = inputs
+            else:
+                loud.add(kname)
+        m.loud_machines = loud if every else (m.loud_machines - set(names)) | loud
+
+    def _with_quiet(
+        self, kname: str, listed: list[tuple[str, SlurmNode]] | None, why: list[str] | None
+    ) -> tuple[list[tuple[str, SlurmNode]] | None, list[str] | None]:
+        """A machine's nodes out and cordon lines: this tick's visited nodes' and the quiet ones' kept outcomes."""
+        for name in self.memo.on_machine.get(kname, ()):
+            if name in self.decided:
+                continue  # visited this tick: already in out_on / cordons
+            o = self.memo.nodes[name]
+            if o.out:
+                listed = [*(listed or ()), (o.pod.name, o.slurm)]
+            if o.cordon is not None:
+                why = [*(why or ()), o.cordon]
+        return listed, why
 
     def _machine(
         self,
@@ -484,25 +658,37 @@ def reconcile(
 ) -> Plan:
     """Decides one tick. Pure: the inputs are not modified; the new memory is in the plan.
 
-    ``memo`` (kept by the caller from tick to tick) only saves work on quiet nodes: it is replaced by this
-    tick's outcomes, and the plan is the same without it.
+    ``memo`` (kept by the caller from tick to tick) only saves work: it is updated with this tick's outcomes,
+    and the plan is the same without it. A reconcile that raises leaves it empty.
     """
-    tick = _Tick(obs, state, spec, now, memo or ReconcileMemo())
+    memo = memo if memo is not None else ReconcileMemo()
+    try:
+        return _reconcile(obs, state, spec, now, memo)
+    except BaseException:
+        memo.clear()
+        raise
+
+
+def _reconcile(obs: Observed, state: RemediationState, spec: OperationsSpec, now: float, memo: ReconcileMemo) -> Plan:
+    tick = _Tick(obs, state, spec, now, memo)
     timeout = spec.remediation.timeout_seconds
     for rem in tick.state.active.values():
         if not rem.timed_out and now - rem.started > timeout:
             rem.timed_out = True
             tick.note(rem.node, "timeout", f"{rem.action} unfinished after {timeout}s")
-    for name in sorted(obs.pods):
-        pod = obs.pods[name]
-        if not pod.deleting:
-            tick.node(name, pod)
+    views = _views(obs)
+    dirty = tick.dirty(views)
+    if dirty is None:
+        tick.visit_all()
+    else:
+        tick.visit(dirty)
     for name in sorted(tick.state.active):
         if name not in obs.pods or obs.pods[name].deleting:
             tick.orphan(tick.state.active[name])
-    tick.kube_nodes()
-    if memo is not None:
-        memo.spec, memo.nodes, memo.machines, memo.reused = spec, tick.memo.nodes, tick.memo.machines, tick.memo.reused
+    tick.kube_nodes(every=dirty is None)
+    memo.seen, memo.loud, memo.touched = views, tick.loud, tick.touched
+    memo.placed, memo.verdicts = tick.machines, tick.verdicts
+    memo.reused, memo.visited = tick.carried + tick.replays, len(tick.decided)
     slurm = [SlurmUpdate(tuple(sorted(names)), "DRAIN", reason) for reason, names in sorted(tick.drains.items())]
     if tick.resumes:
         slurm.append(SlurmUpdate(tuple(sorted(tick.resumes)), "RESUME"))
@@ -513,6 +699,15 @@ def reconcile(
         decisions=tick.decisions,
         deferred=tick.deferred,
         state=tick.state,
-        machines=tick.machines,
-        verdicts=tick.verdicts,
+        # Copies: the memo's own maps are edited in place by the next tick.
+        machines=dict(tick.machines),
+        verdicts=dict(tick.verdicts),
     )
+
+
+def _discard(index: dict[str, set[str]], key: str, name: str) -> None:
+    names = index.get(key)
+    if names is not None:
+        names.discard(name)
+        if not names:
+            del index[key]

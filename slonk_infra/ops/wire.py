@@ -15,8 +15,10 @@ follow the core/v1 API, which does not change shape.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterable
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Sequence
+from itertools import compress, count, repeat
+from operator import is_
+from typing import Any, Generic, TypeVar, cast
 
 import msgspec
 from xxhash import xxh3_128_intdigest
@@ -209,38 +211,47 @@ class RecordCache(Generic[R]):
     latest answer are kept, so the cache holds one answer's records at most. ``built`` counts the records
     made by the last call (the rest were reused).
 
-    Items are known by their 128-bit XXH3 digest, seeded at random per cache, and their length, not by
-    a copy of their bytes: a copy of every item (about 2.7 KB a Slurm node) was made, hashed and compared
-    with the last answer's copy every tick, and kept, which doubled the memory a tick touches (at 16,384
-    nodes, about 70 MB). Reusing a wrong record would need two different items of equal length with
-    equal 128-bit digests under a seed nobody outside this process knows.
+    Items are known by their 128-bit XXH3 digest, seeded at random per cache, not by a copy of their
+    bytes: a copy of every item (about 2.7 KB a Slurm node) was made, hashed and compared with the last
+    answer's copy every tick, and kept, which doubled the memory a tick touches (at 16,384 nodes, about
+    70 MB). Reusing a wrong record would need two different items with equal 128-bit digests under a
+    seed nobody outside this process knows.
     """
 
     def __init__(self, decoder: msgspec.json.Decoder[Any], build: Callable[[Any], R]) -> None:
         self.decoder, self.build = decoder, build
         self._seed = secrets.randbits(64)
-        self._by_digest: dict[tuple[int, int], R] = {}
+        self._by_digest: dict[int, R] = {}
+        self._last: list[R] = []
         self.built = 0
 
-    def records(self, items: Iterable[msgspec.Raw]) -> list[R]:
-        """The record of each item, in order; a bad item raises as decoding the whole answer would."""
-        before = self._by_digest
-        now: dict[tuple[int, int], R] = {}
-        out = []
-        built = 0
-        seed = self._seed
-        for item in items:
-            key = (xxh3_128_intdigest(item, seed), len(item))
-            record = before.get(key)
+    def records(self, items: Sequence[msgspec.Raw]) -> list[R]:
+        """The record of each item, in order; a bad item raises as decoding the whole answer would.
+
+        An item whose bytes changed but whose record is equal to the one at its place in the last answer
+        (a field the records do not read changed: a node's CPU load, a heartbeat time) gives that same
+        record object, so the memo of :mod:`slonk_infra.ops.sync` sees no change. When every record is
+        the last answer's, in order, the last answer's list itself is returned: callers must not modify it.
+        """
+        before, last = self._by_digest, self._last
+        # Every per-item step but the rebuilding of changed items runs in C (map, compress): at 16,384
+        # records a Python loop over the items cost more than the hashing and splitting together.
+        keys = list(map(xxh3_128_intdigest, items, repeat(self._seed)))
+        out: list[R | None] = list(map(before.get, keys))
+        built: dict[int, R] = {}
+        for i in compress(count(), map(is_, out, repeat(None))):
+            record = built.get(keys[i])
             if record is None:
-                record = now.get(key)
-                if record is None:
-                    record = self.build(decode(self.decoder, item))
-                    built += 1
-            now[key] = record
-            out.append(record)
-        self._by_digest, self.built = now, built
-        return out
+                record = self.build(decode(self.decoder, items[i]))
+                if i < len(last) and last[i] == record:
+                    record = last[i]
+                built[keys[i]] = record
+            out[i] = record
+        records = cast("list[R]", out)
+        self._by_digest, self.built = dict(zip(keys, records, strict=True)), len(built)
+        same = len(records) == len(last) and all(map(is_, records, last))
+        self._last = last if same else records
+        return self._last
 
 
 SLURM_NODES = msgspec.json.Decoder(SlurmNodesAnswer)

@@ -6,9 +6,11 @@ memo carried from tick to tick and its plans compared with the plans of a memo-l
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import io
 import json
+import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,15 +18,15 @@ import msgspec
 import pytest
 
 from slonk_infra.ops.kube_api import KubeApi, KubeError
-from slonk_infra.ops.model import KubeNode
+from slonk_infra.ops.model import KubeNode, SlurmNode, Taint
 from slonk_infra.ops.readbuffer import ReadBuffer
 from slonk_infra.ops.slurm_records import node_from
 from slonk_infra.ops.sync import Observed, Plan, ReconcileMemo, reconcile
 from slonk_infra.ops.wire import SLURM_NODE, SLURM_NODES_RAW, DecodeError, RecordCache
-from slonk_infra.vocab import SLURM_STATE
+from slonk_infra.vocab import REPLACE_MACHINE, SLURM_STATE
 from testing.fakekube import TOKEN, FakeKube
 from tests.ops import test_sync
-from tests.ops.test_sync import T0, World
+from tests.ops.test_sync import T0, World, spec, verdict
 
 # ----------------------------------------------------------------------------- reconcile with a memo
 
@@ -108,6 +110,92 @@ def test_a_memo_made_under_other_settings_is_not_used() -> None:
     assert w.memo.reused == 0
 
 
+def test_a_change_on_a_quiet_cluster_visits_only_the_nodes_it_concerns() -> None:
+    w = many(200)
+    w.settle()
+    w.settle()
+    assert (w.memo.reused, w.memo.visited) == (200, 0)  # nothing changed: no node visited
+    w.person_drains("h100-7", "bad cable")
+    w.tick()
+    assert w.memo.visited == 1  # its Slurm record changed
+    w.tick()
+    assert w.memo.visited == 1  # its pod and machine were patched: their records changed
+    w.set_node("gke-h100-9", unschedulable=True)
+    plan = w.tick()
+    assert [u.nodes for u in plan.slurm] == [("h100-9",)] and w.memo.visited == 1  # the node on that machine
+    w.settle()
+    w.settle()
+    assert w.memo.visited == 0 and w.memo.reused == 200
+
+
+def test_the_first_tick_and_a_list_that_grew_visit_every_node() -> None:
+    w = many(10)
+    w.tick()
+    assert (w.memo.visited, w.memo.reused) == (10, 0)
+    w.settle()
+    w.add("h100-10")  # positions are kept, but the maps grew
+    w.tick()
+    assert (w.memo.visited, w.memo.reused) == (11, 10)  # every node visited, the quiet ones reused one by one
+
+
+def _random_step(w: TwinWorld, rng: random.Random) -> None:  # noqa: C901  a menu of changes
+    """One thing a day on a cluster brings, to a random node."""
+    name = rng.choice(sorted(w.pods) or ["h100-0"])
+    kname = f"gke-{name}"
+    what = rng.randrange(15)
+    gone = sorted(set(w.slurm) - set(w.pods))
+    if what == 12 and gone:
+        w.restart_pod(rng.choice(gone))  # a pod deleted by a remediation comes back
+    elif what == 13 and kname in w.nodes:
+        del w.nodes[kname]  # the machine left the cluster (the maps shrink)
+    elif what == 14 and kname not in w.nodes:
+        w.nodes[kname] = KubeNode(kname, uid=f"uid-{w.now}", provider_id=f"gce://p/z/{kname}", boot_id="b2")
+    elif what == 0 and name in w.slurm:
+        w.person_drains(name, rng.choice(["bad cable", "firmware"]))
+    elif what == 1 and name in w.slurm:
+        w.slurm[name] = SlurmNode(name, "IDLE", gpus=8)  # a person resumes it
+    elif what == 2 and name in w.pods:
+        w.annotate_pod(name, verdict(rng.choice(["restart-pod", "replace-machine", "needs-person"]), "xid 79"))
+    elif what == 3 and name in w.pods:
+        w.annotate_pod(name, verdict(t=w.now))
+    elif what == 4 and kname in w.nodes:
+        w.set_node(kname, unschedulable=not w.nodes[kname].unschedulable)
+    elif what == 5 and kname in w.nodes:
+        taints = () if w.nodes[kname].taints else (Taint("cloud.google.com/impending-node-termination"),)
+        w.set_node(kname, taints=taints)
+    elif what == 6 and kname in w.nodes:
+        ready = w.nodes[kname].conditions.get("Ready", "True")
+        w.set_node(kname, conditions={"Ready": "False" if ready == "True" else "True"})
+    elif what == 7 and name in w.pods and name in w.slurm:
+        w.restart_pod(name)  # a new pod object, at the end of the map
+    elif what == 8 and kname in w.nodes:
+        w.set_node(kname, boot_id=f"b{rng.randrange(1000)}", annotations={})  # the machine was replaced
+    elif what == 9 and name in w.slurm:
+        s = w.slurm[name]
+        w.slurm[name] = dataclasses.replace(s, state=rng.choice(["IDLE", "ALLOCATED", "DOWN"]), alloc_cpus=0)
+    elif what == 10 and kname in w.nodes:
+        label = w.spec.signals.scheduled_maintenance_label
+        w.set_node(kname, labels={label: str(int(w.now + rng.choice([60, 7200])))})
+    elif what == 11 and kname in w.nodes and REPLACE_MACHINE not in w.nodes[kname].annotations:
+        w.set_node(kname, annotations={**w.nodes[kname].annotations, "x": str(rng.random())})
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_days_decide_the_same_with_the_memo(seed: int) -> None:
+    """Many ticks of random changes on a few dozen nodes: the memo's plans equal the plain ones every tick."""
+    rng = random.Random(seed)
+    w = many(24)
+    w.spec = spec(maxActionsPerWindow=4, timeoutSeconds=1800)
+    w.tick()
+    partial = 0
+    for _ in range(120):
+        for _ in range(rng.choice([0, 0, 1, 1, 2, 4])):
+            _random_step(w, rng)
+        w.tick(dt=rng.choice([15.0, 15.0, 60.0, 900.0]))
+        partial += w.memo.visited < sum(not p.deleting for p in w.pods.values())
+    assert partial > 30, partial  # many ticks visited only some nodes: the incremental path was compared
+
+
 # ----------------------------------------------------------------------------- the record caches
 
 
@@ -130,8 +218,22 @@ def test_unchanged_records_are_the_same_objects_and_changed_ones_are_read_again(
     assert third[2] == a[2] and third[2] is not a[2]
 
 
+def test_a_field_the_records_do_not_read_changes_no_record() -> None:
+    """A node's CPU load changes with every ping: the same record (and list) comes back, and the memo sees
+    nothing new; a changed field that is read gives a new record."""
+    cache = RecordCache(SLURM_NODE, node_from)
+    nodes = [{"name": f"n{i}", "state": ["IDLE"], "cpu_load": 1} for i in range(3)]
+    a = cache.records(SLURM_NODES_RAW.decode(slurm_answer(nodes)).nodes or [])
+    nodes[1] = {**nodes[1], "cpu_load": 250}
+    b = cache.records(SLURM_NODES_RAW.decode(slurm_answer(nodes)).nodes or [])
+    assert cache.built == 1 and b is a  # read again, equal, so the very list of the last answer
+    nodes[2] = {**nodes[2], "state": ["DOWN"]}
+    c = cache.records(SLURM_NODES_RAW.decode(slurm_answer(nodes)).nodes or [])
+    assert c is not b and c[:2] == b[:2] and c[0] is b[0] and c[1] is b[1] and c[2].state == "DOWN"
+
+
 def test_an_item_one_byte_apart_is_read_again() -> None:
-    """Items are known by a digest and length: two of one length that differ in one byte are two records."""
+    """Items are known by a digest: two of one length that differ in one byte are two records."""
     cache = RecordCache(SLURM_NODE, node_from)
     idle = [{"name": "n0", "state": ["IDLE"]}]
     down = [{"name": "n0", "state": ["DOWN"]}]

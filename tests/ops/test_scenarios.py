@@ -187,6 +187,11 @@ def test_steady_state_costs_one_list_call_per_kind(env: Env) -> None:
     try:
         first = env.tick()
         report = env.tick()
+        memo = env.controller.memo
+        # Nothing the records read changed (the four slurmd's load and memory figures may have): no node
+        # was looked at again, and the records of both sides were the last tick's very objects.
+        assert (memo.visited, memo.reused) == (0, 4)
+        assert env.controller.slurm.list_nodes() is env.controller.slurm.list_nodes()
     finally:
         env.scontrol("update", f"NodeName={NO_POD}", "State=FUTURE")
     assert report.nodes == 204 and report.pods == 4
