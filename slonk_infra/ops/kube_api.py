@@ -124,9 +124,9 @@ class _Retry(urllib3.util.Retry):
 # One retry per call, never more: urllib3's default of three let one hung API server hold a tick for four
 # read timeouts, and the next tick tries again anyway. That one retry resends a GET or DELETE whose
 # connection failed (a pooled connection the server or its load balancer had closed; PATCH is never
-# resent, as urllib3 does not resend methods that are not idempotent), and waits out a 429 or 503 that
-# carries Retry-After (the API server throttling under load, or shutting down during an upgrade) instead
-# of losing the tick.
+# resent, as urllib3 does not resend methods that are not idempotent), and for those methods waits out a
+# 429 or 503 that carries Retry-After (the API server throttling under load, or shutting down during an
+# upgrade) instead of losing the tick.
 RETRIES = _Retry(total=1, redirect=0, raise_on_status=False)
 
 
