@@ -20,7 +20,7 @@ from typing import Any
 
 from slonk_infra import vocab
 from slonk_infra.plan import WorkerGroup
-from slonk_infra.slurm.conf import config_pushed_to_workers
+from slonk_infra.slurm.conf import config_pushed_to_workers, push_config_after_start
 from testing.e2e.accounting_scenarios import (
     accounting_ready,
     declaration_changed,
@@ -279,8 +279,8 @@ def with_partition(cluster: Cluster, name: str) -> Callable[[dict[str, Any]], No
 # Where a configless slurmd keeps the files it fetched: under its spool directory, linked from
 # /run/slurm/conf (seen so on 22.05 and 26.05).
 CONFIGLESS_CACHE = f"/run/slurm/conf/slurm.conf 2>/dev/null || cat {vocab.SLURMD_SPOOL}/conf-cache/slurm.conf"
-# From 25.11 the restarted slurmctld pushes at once; before 23.11 push-config.sh waits for the node records
-# to settle (45 s, after 22.05's rejoin loop of 30 s has brought idle nodes back).
+# From 25.11 the restarted slurmctld pushes at once; before 23.11 push-config.sh resumes the idle workers
+# 22.05 left FUTURE and then waits for the node records to settle (45 s).
 PUSH_WAIT_S = 150
 
 
@@ -315,6 +315,24 @@ def config_change(cluster: Cluster) -> str:
     wait_for("slurmctld answering", cluster.controller_answers, 120)
     wait_for(f"partition {name}", lambda: name in cluster.exec(LOGIN, "sinfo -h -o %P").stdout, 60)
     seen_s = time.monotonic() - t0
+    back = ""
+    if push_config_after_start(cluster.rendered.plan):
+        # 22.05 returned the idle workers to FUTURE at the restart and refuses jobs that need them until
+        # they register again: push-config.sh resumes those whose slurmd answers about 2 s after the
+        # restart, where the workers' own rejoin loop (every 30 s) would bring them back at any time.
+        wait_for(
+            "every worker listed again after the controller's restart",
+            lambda: set(workers) <= set(cluster.exec(LOGIN, "sinfo -h -N -o %N").stdout.split()),
+            3,
+        )
+        back = f"; every worker listed again {time.monotonic() - t0:.1f}s after apply"
+        # ...and by push-config.sh's resume: in this tier the rejoin loop's 30-s phase often lands right
+        # after the restart too, so the listing alone would not tell the two apart.
+        log = cluster.logs(cluster.controller().name, tail=2000)
+        said = [line for line in log.splitlines() if "slonk push-config: resumed" in line]
+        if not said or not all(w in said[-1].split(": ")[-1].split(",") for w in workers):
+            raise AssertionError(f"push-config.sh did not resume the workers {workers}: {said or 'no such line'}")
+        back += " (resumed by push-config.sh)"
     job = submit(cluster, f"-p {name} -o {home}/s5-%j.out", "hostname", user=user)
     wait_done(cluster, [job], 120)
     # slurmd reads the files it fetched (prolog, health check, GRES): the restarted controller pushes the
@@ -354,6 +372,7 @@ def config_change(cluster: Cluster) -> str:
             if pushed
             else "not given the new files (no push from 23.11 to 25.05: docs/node-lifecycle.md)"
         )
+        + back
         + "; SSH host key unchanged"
     )
 

@@ -8,13 +8,20 @@
 #   push-config.sh [SETTLE_SECONDS]
 #
 # 1. Waits until this host's slurmctld answers as the primary (in control), up to ten minutes.
-# 2. Waits until the node records have settled: the nodes sinfo lists stay the same for SETTLE_SECONDS
-#    (default 45; five minutes at most). 22.05 returns idle nodes to FUTURE when slurmctld restarts and
-#    pushes nothing to them; each worker's rejoin loop (30 s) brings its node back first.
-# 3. Pushes nothing while any slurmd runs another release than this image's: files rendered for a newer
+# 2. Brings back the workers a restart left FUTURE. 22.05 returns every idle node that registered from
+#    FUTURE to FUTURE when slurmctld restarts (src/slurmctld/node_mgr.c, load_all_node_state keeps the
+#    state of dynamic future nodes only), contacts none of them, and refuses jobs that need them
+#    ("Requested node configuration is not available") until each worker's rejoin loop (every 30 s)
+#    registers it again. Each FUTURE node whose name resolves (its pod exists) and whose slurmd accepts
+#    a connection is resumed at once: RESUME on a FUTURE node makes it IDLE and asks its slurmd to
+#    register (update_node, _require_node_reg). A slurmd that then does not answer is marked down
+#    after SlurmdTimeout, as any other; the rejoin loop stays as the fallback.
+# 3. Waits until the node records have settled: the nodes sinfo lists stay the same for SETTLE_SECONDS
+#    (default 45; five minutes at most).
+# 4. Pushes nothing while any slurmd runs another release than this image's: files rendered for a newer
 #    Slurm can hold keys an older slurmd refuses to start on (22.05 and PrologFlags=ForceRequeueOnFail);
 #    those workers take the files when their pods are replaced for the upgrade.
-# 4. `scontrol reconfigure`, tried three times (22.05 answers "in progress" to a second one).
+# 5. `scontrol reconfigure`, tried three times (22.05 answers "in progress" to a second one).
 # Its lines go to the controller's log, prefixed "slonk push-config:".
 set -u
 settle="${1:-45}"
@@ -36,6 +43,23 @@ until scontrol ping 2>/dev/null | grep -q "(primary) at $host is UP"; do
   fi
   sleep 2
 done
+
+# Probes run 16 at a time: a connection refused or a name that does not resolve costs milliseconds, a
+# silent address at most 2 s.
+port="$(scontrol show config 2>/dev/null | awk '$1 == "SlurmdPort" {print $3}')"
+future="$(scontrol --future show nodes -o 2>/dev/null | awk '/ State=FUTURE[ +]/ {sub(/^NodeName=/, "", $1); print $1}')"
+if [ -n "$future" ]; then
+  # shellcheck disable=SC2016  # expanded by the sh -c of each probe, not here
+  probe='a="$(getent hosts "$1" | awk "{print \$1; exit}")" && [ -n "$a" ] && timeout 2 bash -c "exec 3<>/dev/tcp/$a/$0" 2>/dev/null && echo "$1"'
+  alive="$(printf '%s\n' "$future" | xargs -r -P 16 -I{} sh -c "$probe" "${port:-6818}" {} | sort | paste -sd, -)"
+  if [ -n "$alive" ]; then
+    if out="$(scontrol update NodeName="$alive" State=RESUME 2>&1)"; then
+      say "resumed $(printf '%s\n' "$alive" | tr ',' '\n' | wc -l) FUTURE nodes whose slurmd answers: $alive"
+    else
+      say "resuming FUTURE nodes whose slurmd answers ($alive): $out"
+    fi
+  fi
+fi
 
 # The settling gets its own five minutes from the moment this controller answers.
 deadline=$(($(now) + 300))
