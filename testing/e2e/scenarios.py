@@ -284,6 +284,30 @@ CONFIGLESS_CACHE = f"/run/slurm/conf/slurm.conf 2>/dev/null || cat {vocab.SLURMD
 PUSH_WAIT_S = 150
 
 
+def workers_back_after_restart(cluster: Cluster, workers: list[str], t0: float) -> str:
+    """Before 23.11: every worker registered again within seconds of the controller's restart, and
+    push-config.sh looked for FUTURE workers to resume; a line for the scenario's report."""
+
+    # 22.05 returned the idle workers to FUTURE at the restart and refuses jobs that need them until
+    # they register again: push-config.sh resumes those whose slurmd answers about 2 s after the
+    # restart, where the workers' own rejoin loop (every 30 s) would bring them back at any time.
+    # Registered means listed and answering (no "*" after the state).
+    def registered() -> bool:
+        states = dict(line.split() for line in cluster.exec(LOGIN, "sinfo -h -N -o '%N %t'").stdout.splitlines())
+        return all(w in states and not states[w].endswith("*") for w in workers)
+
+    wait_for("every worker registered again after the controller's restart", registered, 4)
+    back = f"; every worker registered again {time.monotonic() - t0:.1f}s after apply"
+    # ...and push-config.sh looked for them: in this tier the rejoin loop's 30-s phase often lands right
+    # after the restart too, so the timing alone would not tell the two apart. (A worker its rejoin loop
+    # registered first is no longer FUTURE there, so the line need not name every worker.)
+    log = cluster.logs(cluster.controller().name, tail=2000)
+    said = [line for line in log.splitlines() if "slonk push-config: resume:" in line]
+    if not said:
+        raise AssertionError("push-config.sh did not look for FUTURE workers to resume (no 'resume:' line)")
+    return back + f" ({said[-1].split('slonk push-config: ')[-1]})"
+
+
 def config_change(cluster: Cluster) -> str:
     """5. A partition added: workers keep running (OnDelete, configless); slurmctld gets the new file."""
     user, home = researcher(cluster)
@@ -315,24 +339,7 @@ def config_change(cluster: Cluster) -> str:
     wait_for("slurmctld answering", cluster.controller_answers, 120)
     wait_for(f"partition {name}", lambda: name in cluster.exec(LOGIN, "sinfo -h -o %P").stdout, 60)
     seen_s = time.monotonic() - t0
-    back = ""
-    if push_config_after_start(cluster.rendered.plan):
-        # 22.05 returned the idle workers to FUTURE at the restart and refuses jobs that need them until
-        # they register again: push-config.sh resumes those whose slurmd answers about 2 s after the
-        # restart, where the workers' own rejoin loop (every 30 s) would bring them back at any time.
-        wait_for(
-            "every worker listed again after the controller's restart",
-            lambda: set(workers) <= set(cluster.exec(LOGIN, "sinfo -h -N -o %N").stdout.split()),
-            3,
-        )
-        back = f"; every worker listed again {time.monotonic() - t0:.1f}s after apply"
-        # ...and by push-config.sh's resume: in this tier the rejoin loop's 30-s phase often lands right
-        # after the restart too, so the listing alone would not tell the two apart.
-        log = cluster.logs(cluster.controller().name, tail=2000)
-        said = [line for line in log.splitlines() if "slonk push-config: resumed" in line]
-        if not said or not all(w in said[-1].split(": ")[-1].split(",") for w in workers):
-            raise AssertionError(f"push-config.sh did not resume the workers {workers}: {said or 'no such line'}")
-        back += " (resumed by push-config.sh)"
+    back = workers_back_after_restart(cluster, workers, t0) if push_config_after_start(cluster.rendered.plan) else ""
     job = submit(cluster, f"-p {name} -o {home}/s5-%j.out", "hostname", user=user)
     wait_done(cluster, [job], 120)
     # slurmd reads the files it fetched (prolog, health check, GRES): the restarted controller pushes the

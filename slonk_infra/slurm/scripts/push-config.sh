@@ -14,8 +14,9 @@
 #    ("Requested node configuration is not available") until each worker's rejoin loop (every 30 s)
 #    registers it again. Each FUTURE node whose name resolves (its pod exists) and whose slurmd accepts
 #    a connection is resumed at once: RESUME on a FUTURE node makes it IDLE and asks its slurmd to
-#    register (update_node, _require_node_reg). A slurmd that then does not answer is marked down
-#    after SlurmdTimeout, as any other; the rejoin loop stays as the fallback.
+#    register (update_node, _require_node_reg); it takes jobs once its slurmd has answered. A resumed
+#    node whose slurmd then does not answer is marked down after SlurmdTimeout, as any other (its rejoin
+#    loop no longer finds it missing); the loop still brings back every node not resumed here.
 # 3. Waits until the node records have settled: the nodes sinfo lists stay the same for SETTLE_SECONDS
 #    (default 45; five minutes at most).
 # 4. Pushes nothing while any slurmd runs another release than this image's: files rendered for a newer
@@ -44,21 +45,34 @@ until scontrol ping 2>/dev/null | grep -q "(primary) at $host is UP"; do
   sleep 2
 done
 
-# Probes run 16 at a time: a connection refused or a name that does not resolve costs milliseconds, a
-# silent address at most 2 s.
+# Step 2. Left alone: a FUTURE node with a reason (drain.sh's "pod terminating" on a pod going away; a
+# drain by a person or the health check, whose DRAIN flag the restart dropped) and a node of a running
+# job. Probes run 16 at a time, 5 s at most each (the name's lookup included), 120 s at most in all;
+# each leaves one "Zero Bytes were transmitted" error line in the probed slurmd's log. The nodes are
+# resumed 256 per call (one argument of a few KB; thousands would pass the kernel's 128 KiB limit). A
+# node that registered meanwhile makes its call answer "Invalid node state transition" while the
+# others of the call are resumed: reported, not retried.
 port="$(scontrol show config 2>/dev/null | awk '$1 == "SlurmdPort" {print $3}')"
-future="$(scontrol --future show nodes -o 2>/dev/null | awk '/ State=FUTURE[ +]/ {sub(/^NodeName=/, "", $1); print $1}')"
+busy="$(squeue -h -t R,CG -o %N 2>/dev/null | grep -v '^$' | xargs -r -n 1 scontrol show hostnames 2>/dev/null | sort -u)"
+future="$(scontrol --future show nodes -o 2>/dev/null | awk '/ State=FUTURE[ +]/ && !/ Reason=/ {sub(/^NodeName=/, "", $1); print $1}' | sort -u)"
+if [ -n "$busy" ] && [ -n "$future" ]; then
+  future="$(printf '%s\n' "$future" | grep -vxF "$busy" || true)"
+fi
+alive=""
 if [ -n "$future" ]; then
   # shellcheck disable=SC2016  # expanded by the sh -c of each probe, not here
-  probe='a="$(getent hosts "$1" | awk "{print \$1; exit}")" && [ -n "$a" ] && timeout 2 bash -c "exec 3<>/dev/tcp/$a/$0" 2>/dev/null && echo "$1"'
-  alive="$(printf '%s\n' "$future" | xargs -r -P 16 -I{} sh -c "$probe" "${port:-6818}" {} | sort | paste -sd, -)"
-  if [ -n "$alive" ]; then
-    if out="$(scontrol update NodeName="$alive" State=RESUME 2>&1)"; then
-      say "resumed $(printf '%s\n' "$alive" | tr ',' '\n' | wc -l) FUTURE nodes whose slurmd answers: $alive"
-    else
-      say "resuming FUTURE nodes whose slurmd answers ($alive): $out"
-    fi
-  fi
+  probe='a="$({ getent ahostsv4 "$1" || getent hosts "$1"; } | awk "{print \$1; exit}")" && [ -n "$a" ] && timeout 2 bash -c "exec 3<>/dev/tcp/$a/$0" 2>/dev/null && echo "$1"'
+  alive="$(printf '%s\n' "$future" | timeout 120 xargs -r -P 16 -I{} timeout 5 sh -c "$probe" "${port:-6818}" {} | sort)"
+fi
+if [ -n "$alive" ]; then
+  count="$(printf '%s\n' "$alive" | wc -l)"
+  # shellcheck disable=SC2016  # expanded by the sh -c of each call
+  out="$(printf '%s\n' "$alive" | xargs -n 256 sh -c 'scontrol update NodeName="$(echo "$@" | tr " " ",")" State=RESUME' _ 2>&1)"
+  shown="$(printf '%s\n' "$alive" | head -n 32 | paste -sd, -)"
+  [ "$count" -gt 32 ] && shown="$shown,..."
+  say "resume: $count FUTURE nodes whose slurmd answers: $shown${out:+ ($(printf '%s' "$out" | tr '\n' ' '))}"
+else
+  say "resume: no FUTURE node whose slurmd answers"
 fi
 
 # The settling gets its own five minutes from the moment this controller answers.
