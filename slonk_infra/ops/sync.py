@@ -247,12 +247,6 @@ class _Tick:
         self.decisions.append(Decision(node, what, why))
 
     # ------------------------------------------------------------------ which nodes to visit
-    def everything(self) -> None:
-        """Every node will be visited: outcomes are kept anew, the last tick's only reused one by one."""
-        m = self.memo
-        m.nodes, m.on_machine, m.by_fingerprint = {}, {}, {}
-        m.placed, m.verdicts = self.machines, self.verdicts
-
     def dirty(self, views: tuple[tuple[list[str], list[object]], ...]) -> set[str] | None:
         """The nodes this tick must visit, or None for every node (the first tick, or a map grew or shrank)."""
         m = self.memo
@@ -293,8 +287,10 @@ class _Tick:
 
     def visit_all(self) -> None:
         """Every node, in name order; the last tick's outcomes are reused one by one."""
-        before = self.memo.nodes
-        self.everything()
+        m = self.memo
+        before = m.nodes
+        # Outcomes are kept anew; the last tick's are reused one by one.
+        m.nodes, m.on_machine, m.by_fingerprint = {}, {}, {}
         for name in sorted(self.obs.pods):
             pod = self.obs.pods[name]
             if not pod.deleting:
@@ -338,13 +334,14 @@ class _Tick:
             return
         marks = (len(self.decisions), len(self.patches))
         out, cordon, where = self._decide(name, pod, slurm, knode)
-        self.stale.update(w for w in (pod.node_name if out else "", where) if w)
+        wrote = {w for w in (pod.node_name if out else "", where) if w}  # the machines it shows itself on
+        self.stale |= wrote
         if slurm is not None and self._quiet(name, slurm, knode, marks):
             fp, _ = self.machines[name]
             self.keep(name, _NodeOutcome(pod, knode, slurm, fp, self.verdicts.get(name), out, cordon))
         else:
             self.loud.add(name)
-            self.touched.update(w for w in (pod.node_name if out else "", where) if w)
+            self.touched |= wrote
 
     def _quiet(self, name: str, slurm: SlurmNode, knode: KubeNode | None, marks: tuple[int, int]) -> bool:
         """Whether a node's outcome just decided depends on its records alone (and may be reused)."""
