@@ -95,8 +95,15 @@ def _program_warnings(plans: Iterable[ClusterPlan], strict: bool) -> None:
 
 @click.group(epilog=STACK_HELP)
 @click.version_option(package_name="slonk-infra", prog_name="slonk-infra")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Slurm on Kubernetes, declared once for GCP, AWS or an existing cluster."""
+    from slonk_infra.offline.heap import few_full_collections, freeze_at_exit
+
+    # A command builds a large heap (an L render: 563 provider modules, every registration, the files)
+    # and ends the process: the collector need not rescan it over and over meanwhile, or at exit.
+    ctx.with_resource(few_full_collections())
+    freeze_at_exit()
 
 
 @main.command(epilog=STACK_HELP)

@@ -147,14 +147,25 @@ def _filter_values(args: State, name: str) -> list[str]:
     return []
 
 
+def answers_nothing(typ: str, has_kind: bool) -> bool:
+    """Whether the fake cloud answers a registration of ``typ`` with no outputs: a Kubernetes object (it has a
+    ``kind``) other than a Service, whose cluster IP the program reads.
+
+    Under ``pulumi up`` the SDK then resolves each output property from the inputs. slonk-infra's own
+    program reads none of these objects' outputs, so its offline runs may skip that
+    (:func:`slonk_infra.offline.runner.run_offline`, ``kubernetes_outputs``).
+    """
+    return has_kind and typ.startswith("kubernetes:") and typ != "kubernetes:core/v1:Service"
+
+
 class FakeClouds(pulumi.runtime.Mocks):
     """Mocks that echo inputs, adding the outputs of :data:`FAKE_OUTPUTS`; invokes answer from :data:`FAKE_CALLS`."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, State]:
         typ = args.typ
-        if typ.startswith("kubernetes:") and "kind" in args.inputs and typ != "kubernetes:core/v1:Service":
-            # Nothing reads a Kubernetes object's outputs back, and echoing pod specs costs a full
-            # deserialisation per object; the inputs stay recorded by the monitor.
+        if answers_nothing(typ, "kind" in args.inputs):
+            # Echoing pod specs costs a full deserialisation per object; the inputs stay recorded by the
+            # monitor, and the SDK resolves the object's outputs from them (see answers_nothing).
             return f"{args.name}-id", {}
         state = dict(args.inputs)
         state.setdefault("name", args.name)

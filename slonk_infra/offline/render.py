@@ -12,7 +12,6 @@ The program is slonk-infra's own or a user's (``--program``): a user's runs unde
 
 from __future__ import annotations
 
-import gc
 import json
 import runpy
 import sys
@@ -28,6 +27,7 @@ import yaml
 from slonk_infra import vocab
 from slonk_infra.declaration.errors import StackFileError
 from slonk_infra.declaration.stacks import PROJECT, PROJECT_FILE
+from slonk_infra.offline.heap import few_full_collections
 from slonk_infra.offline.runner import (
     RESOURCE_SIG,
     SECRET_PLACEHOLDER,
@@ -230,13 +230,13 @@ def run_program(
         project = project or program_project(program)
         program = program_file(program)
     wire = {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}
-    # The imported SDKs hold hundreds of thousands of long-lived objects; freezing them keeps the
-    # garbage collector from rescanning them on every collection during the run (about 20% of it).
-    gc.freeze()
     start = time.perf_counter()
     try:
-        with recording_plans() as built:
-            run = run_offline(program or main, project=project or PROJECT, stack=stack, config=wire)
+        with recording_plans() as built, few_full_collections():
+            # slonk-infra's own program reads no Kubernetes object's outputs back; a user's program may.
+            run = run_offline(
+                program or main, project=project or PROJECT, stack=stack, config=wire, kubernetes_outputs=bool(program)
+            )
     except pulumi.ConfigMissingError as err:
         raise StackFileError(
             f"the program requires config key {err.key!r}, which the stack file does not set under 'config:'"

@@ -35,13 +35,13 @@ import logging
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import grpc  # type: ignore[import-untyped]
 import pulumi
-from google.protobuf import json_format  # type: ignore[import-untyped]
+from google.protobuf import json_format, struct_pb2  # type: ignore[import-untyped]
 from pulumi import _types as sdk_types
 from pulumi.output import Unknown
 from pulumi.runtime import resource as sdk_resource
@@ -60,6 +60,7 @@ from slonk_infra.offline.fake_clouds import (
     Fake,
     FakeClouds,
     after_deploy,
+    answers_nothing,
 )
 
 T = TypeVar("T")
@@ -399,10 +400,14 @@ def run_offline(
     project: str = "slonk-infra",
     stack: str = "offline",
     config: dict[str, str] | None = None,
+    kubernetes_outputs: bool = True,
 ) -> OfflineRun[T]:
     """Run ``program`` against :class:`FakeClouds`; ``resolve`` picks outputs to resolve from its value.
 
-    Not thread-safe and not re-entrant: Pulumi's runtime settings are process-global.
+    ``kubernetes_outputs=False`` is for programs known not to read the outputs of the Kubernetes objects
+    they declare (slonk-infra's own): those outputs stay unknown instead of being rebuilt from the inputs
+    (see :func:`_kubernetes_outputs_unknown`). Not thread-safe and not re-entrant: Pulumi's runtime
+    settings are process-global.
     """
     monitor = RecordingMonitor(FakeClouds())
     # A fresh root stack per run, so runs do not parent resources to an earlier run's stack.
@@ -422,7 +427,12 @@ def run_offline(
         return pulumi.Output.from_input(resolve(value)).apply(lambda v: holder.__setitem__("resolved", v))
 
     try:
-        with _unknown_stack_references(), _no_stack_traces(), _memoised_type_helpers():
+        with (
+            _unknown_stack_references(),
+            _no_stack_traces(),
+            _memoised_type_helpers(),
+            nullcontext() if kubernetes_outputs else _kubernetes_outputs_unknown(),
+        ):
             pulumi.runtime.test(body)()  # type: ignore[no-untyped-call]
     finally:
         monitor.close()
@@ -474,6 +484,37 @@ def _no_stack_traces() -> Iterator[None]:
         yield
     finally:
         sdk_resource._get_stack_trace = original
+
+
+@contextmanager
+def _kubernetes_outputs_unknown() -> Iterator[None]:
+    """While it lasts, the output properties of a Kubernetes object the fake cloud answers nothing for
+    (:func:`~slonk_infra.offline.fake_clouds.answers_nothing`) resolve as unknown.
+
+    Under ``pulumi up`` (``preview=False``, which offline runs use so that every ``apply`` runs) the SDK
+    rebuilds each output property the engine did not answer from the resource's inputs: it deserialises
+    them again and builds the provider SDK's typed output objects (a pod spec is a few hundred of them).
+    On the L-gcp declaration that was about a fifth of the run, for outputs slonk-infra's own program never
+    reads. Unknown rather than empty: an ``apply`` on one does not run, and what it feeds shows as known
+    after deploy, so a program that did read one would render differently: tests/offline/test_runner.py
+    renders every example stack both ways.
+    """
+    original = rpc.resolve_outputs
+
+    def resolve_outputs(res: Any, serialized_props: Any, outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        if not len(outputs) and answers_nothing(getattr(res, "_type", ""), "kind" in serialized_props):
+            kwargs["resolve_missing_as_unknown"] = True
+            return original(res, _NO_PROPERTIES, outputs, *args, **kwargs)
+        return original(res, serialized_props, outputs, *args, **kwargs)
+
+    rpc.resolve_outputs = resolve_outputs
+    try:
+        yield
+    finally:
+        rpc.resolve_outputs = original
+
+
+_NO_PROPERTIES = struct_pb2.Struct()
 
 
 # Pure functions of a type annotation that the SDK calls for every value it serialises or resolves (about

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pytest
 
 from slonk_infra.cli import DEFAULT_POLICY_CONFIG
 from slonk_infra.declaration.stacks import load_stack_config
+from slonk_infra.offline import render
 from slonk_infra.offline.fake_clouds import FAKE_OUTPUTS, FakeClouds
 from slonk_infra.offline.render import _apply_order, _clean, run_program
 from slonk_infra.offline.runner import SECRET_PLACEHOLDER, UNKNOWN, run_offline
@@ -17,6 +21,7 @@ from slonk_infra.policy.runner import check_registrations
 from slonk_infra.program import main as program_main
 
 Seen = list[tuple[str, str]]
+STACKS = Path(__file__).resolve().parents[2] / "stacks"
 
 
 def test_every_fake_output_type_answers_with_its_outputs() -> None:
@@ -85,6 +90,45 @@ def test_stack_reference_outputs_are_unknown_and_their_applies_do_not_run() -> N
     assert run.exports == {"vpcId": UNKNOWN, "subnetId": UNKNOWN, "outputs": UNKNOWN, "stack": "org/net/prod"}
     assert not run.registrations  # read, not registered: nothing to deploy
     assert pulumi.StackReference.__init__ is constructor  # the run leaves the SDK as it found it
+
+
+def test_kubernetes_outputs_left_unknown_only_where_asked_and_then_applies_on_them_do_not_run() -> None:
+    read: list[Any] = []
+
+    def program() -> None:
+        cm = k8s.core.v1.ConfigMap("cm", metadata={"name": "cm"}, data={"k": "v"})
+        cm.data.apply(read.append)
+        pulumi.export("data", cm.data)
+        service = k8s.core.v1.Service("svc", metadata={"name": "svc"}, spec={"type": "ClusterIP"})
+        pulumi.export("ip", service.spec.apply(lambda s: s.cluster_ip))
+
+    rpc_resolve = pulumi.runtime.rpc.resolve_outputs
+    echoed = run_offline(program)
+    assert read == [{"k": "v"}] and echoed.exports["data"] == {"k": "v"}
+    read.clear()
+    unread = run_offline(program, kubernetes_outputs=False)
+    assert read == [] and unread.exports["data"] == UNKNOWN
+    assert unread.exports["ip"] == echoed.exports["ip"] != UNKNOWN  # a Service's address is still answered
+    assert [r.inputs for r in unread.registrations] == [r.inputs for r in echoed.registrations]
+    assert pulumi.runtime.rpc.resolve_outputs is rpc_resolve  # the run leaves the SDK as it found it
+
+
+@pytest.mark.parametrize("stack", ["local", "gcp", "aws"])
+def test_the_own_program_reads_no_kubernetes_output(stack: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``run_program`` leaves the Kubernetes objects' outputs of slonk-infra's own program unknown (the
+    SDK would rebuild them from the inputs, a fifth of a large render); the render must not change."""
+
+    def snapshot() -> tuple[Any, ...]:
+        run = run_program(stack, load_stack_config(stack, STACKS))
+        # The SDK gathers dependencies through a set: their order is not the program's.
+        records = sorted(
+            (replace(r, dependencies=tuple(sorted(r.dependencies))) for r in run.registrations), key=lambda r: r.urn
+        )
+        return records, run.outputs, run.kubernetes_objects(), run.cloud_resources()
+
+    fast = snapshot()
+    monkeypatch.setattr(render, "run_offline", lambda *a, **k: run_offline(*a, **{**k, "kubernetes_outputs": True}))
+    assert snapshot() == fast
 
 
 def test_transforms_run_own_then_parents_then_stack_and_are_recorded() -> None:
