@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -89,6 +90,10 @@ class PodOptions:
 
 # A main container slower than this to exit after SIGTERM has its last log lines kept (DeleteResult.slow_stops).
 SLOW_STOP_S = 5.0
+# Set (to a number of seconds), a main container still running that long after its SIGTERM also has the
+# stacks of every thread of its processes kept (gdb on the host), before it is stopped as usual: how a
+# rare slow exit is traced (docs/containers.md, "slurmctld hung on exit").
+STACKS_ENV = "SLONK_E2E_STACKS_AFTER"
 
 
 @dataclass(frozen=True)
@@ -403,12 +408,15 @@ class PodRunner:
         prestop_s = time.monotonic() - t0
         remaining = max(2, int(grace - prestop_s))
         slow: dict[str, str] = {}
+        stacks_after = float(os.environ.get(STACKS_ENV) or 0)
         for cname in pod.main:
             began = time.monotonic()
-            self.podman.run("stop", "--time", str(remaining), cname, check=False, timeout=remaining + 60)
+            stacks = self._stacks_if_slow(cname, stacks_after) if stacks_after else ""
+            left = max(2, int(remaining - (time.monotonic() - began)))
+            self.podman.run("stop", "--time", str(left), cname, check=False, timeout=left + 60)
             if (took := time.monotonic() - began) > SLOW_STOP_S:  # what it was doing: its own last words
                 tail = self.podman.run("logs", "--timestamps", "--tail", "25", cname, check=False, timeout=60)
-                slow[cname] = f"stopped after {took:.1f} s:\n{tail.stdout}{tail.stderr}"
+                slow[cname] = f"stopped after {took:.1f} s:\n{tail.stdout}{tail.stderr}{stacks}"
         for cname in reversed(pod.sidecars):
             self.podman.run("stop", "--time", "5", cname, check=False, timeout=65)
         self.podman.remove_pod(pod.podman_name)
@@ -416,6 +424,38 @@ class PodRunner:
             self.dns.forget(pod.name)
         shutil.rmtree(self.rundir / "pods" / pod.podman_name, ignore_errors=True)
         return DeleteResult(prestop_rc, output, prestop_s, time.monotonic() - t0, slow)
+
+    def _stacks_if_slow(self, cname: str, after: float) -> str:
+        """SIGTERM to ``cname``; if it still runs ``after`` seconds later, the stacks of its processes."""
+        self.podman.run("kill", "--signal", "TERM", cname, check=False, timeout=60)
+        deadline = time.monotonic() + after
+        while time.monotonic() < deadline:
+            state = self.podman.run("inspect", "--format", "{{.State.Running}}", cname, check=False, timeout=60)
+            if state.stdout.strip() != "true":
+                return ""
+            time.sleep(0.2)
+        top = self.podman.run("top", cname, "hpid", "args", check=False, timeout=60)
+        out = [f"still running {after:g} s after SIGTERM:", top.stdout]
+        for line in top.stdout.splitlines()[1:]:
+            pid = line.split()[0] if line.split() else ""
+            if pid.isdigit():
+                out.append(f"--- stacks of host pid {pid}:\n{_gdb_stacks(pid)}")
+        return "\n".join(out)
+
+
+def _gdb_stacks(pid: str) -> str:
+    """Every thread's stack of one host process (gdb attaches, prints, detaches), or why there is none."""
+    try:
+        gdb = subprocess.run(
+            ["gdb", "-p", pid, "-batch", "-nx", "-ex", "thread apply all bt"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"gdb: {exc}"
+    return gdb.stdout + gdb.stderr
 
 
 def _bytes(quantity: str) -> str:
