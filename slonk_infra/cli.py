@@ -93,17 +93,22 @@ def _program_warnings(plans: Iterable[ClusterPlan], strict: bool) -> None:
     _warn([w for plan in plans for w in plan.warnings], strict, show=False)
 
 
+# The commands that run a Pulumi program in this process.
+PROGRAM_COMMANDS = frozenset({"render", "check"})
+
+
 @click.group(epilog=STACK_HELP)
 @click.version_option(package_name="slonk-infra", prog_name="slonk-infra")
 @click.pass_context
 def main(ctx: click.Context) -> None:
     """Slurm on Kubernetes, declared once for GCP, AWS or an existing cluster."""
-    from slonk_infra.offline.heap import few_full_collections, freeze_at_exit
+    if ctx.invoked_subcommand in PROGRAM_COMMANDS:
+        from slonk_infra.offline.heap import few_full_collections, freeze_at_exit
 
-    # A command builds a large heap (an L render: 563 provider modules, every registration, the files)
-    # and ends the process: the collector need not rescan it over and over meanwhile, or at exit.
-    ctx.with_resource(few_full_collections())
-    freeze_at_exit()
+        # A program run builds a large heap (an L render: 563 provider modules, every registration, the
+        # files) and ends the process: the collector need not rescan it over and over meanwhile, or at exit.
+        ctx.with_resource(few_full_collections())
+        freeze_at_exit()
 
 
 @main.command(epilog=STACK_HELP)

@@ -213,7 +213,8 @@ class HealthSpec(_Model):
         le=86400,
         description=(
             "Seconds between Slurm's runs of the health check on every node (slurm.conf HealthCheckInterval); "
-            "a fault found between jobs drains the node within this time."
+            "a fault found between jobs drains the node within this time. From Slurm 26.05 slurmd stops a run "
+            "after 60 s, or one second less than this where that is shorter (HealthCheckTimeout)."
         ),
     )
     instance_id_file: str | None = Field(

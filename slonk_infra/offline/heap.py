@@ -20,7 +20,8 @@ FULL_COLLECTION_AFTER = 1000
 
 @contextmanager
 def few_full_collections() -> Iterator[None]:
-    """Freeze what is alive now and put off full collections until the block ends.
+    """Freeze what is alive now (garbage not yet collected included: it is then never collected) and put
+    off full collections until the block ends.
 
     The young generations are collected as usual, so the cycles a run leaves behind (asyncio tasks and
     futures) are still freed as it goes; only the rescans of the long-lived heap are skipped. The

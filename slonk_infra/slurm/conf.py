@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from slonk_infra import vocab
 from slonk_infra.catalog.slurm_versions import (
     FORCE_REQUEUE_ON_FAIL,
+    HEALTH_CHECK_TIMEOUT,
     NO_ADDR_CACHE_REMOVED,
     RECONFIG_ON_RESTART,
     RECONFIGURE_RESTARTS,
@@ -103,6 +104,19 @@ def push_config_after_start(plan: ClusterPlan) -> bool:
 def config_pushed_to_workers(plan: ClusterPlan) -> bool:
     """Whether a config change reaches running workers' slurmd (docs/node-lifecycle.md)."""
     return plan.slurm_version >= RECONFIG_ON_RESTART or push_config_after_start(plan)
+
+
+# Slurm's own HealthCheckTimeout (26.05): how long slurmd lets one health-check run go before stopping it.
+HEALTH_CHECK_TIMEOUT_S = 60
+
+
+def health_check_timeout(plan: ClusterPlan) -> int | None:
+    """``HealthCheckTimeout`` from 26.05 (none before): Slurm's 60 s, or one second less than the interval
+    where that is shorter, since Slurm requires the timeout below the interval and logs an error in every
+    daemon otherwise (slonk_infra/catalog/slurm_versions.py)."""
+    if plan.slurm_version < HEALTH_CHECK_TIMEOUT:
+        return None
+    return min(HEALTH_CHECK_TIMEOUT_S, plan.declaration.health.interval_seconds - 1)
 
 
 def prolog_flags(plan: ClusterPlan) -> list[str]:
@@ -341,6 +355,7 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         # slonk-health on every node between jobs too (drains and publishes a verdict on failure).
         ("HealthCheckProgram", f"{vocab.SCRIPTS_DIR}/healthcheck.sh"),
         ("HealthCheckInterval", plan.declaration.health.interval_seconds),
+        ("HealthCheckTimeout", health_check_timeout(plan)),
         # CYCLE spreads the runs over the interval, so a large cluster does not check every node (and
         # publish every verdict) in the same second.
         ("HealthCheckNodeState", "ANY,CYCLE"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import yaml
 
 from slonk_infra.slurm.conf import node_line, partition_lines, render_slurm_conf
@@ -216,3 +217,16 @@ def test_health_interval_comes_from_the_declaration() -> None:
 
     assert "HealthCheckInterval=300" in render_slurm_conf(plan_for("gcp")).splitlines()
     assert "HealthCheckInterval=60" in render_slurm_conf(plan_for("gcp", every_minute)).splitlines()
+
+
+@pytest.mark.parametrize(
+    ("release", "interval", "timeout"), [("26.05", 300, 60), ("26.05", 60, 59), ("25.11", 60, None)]
+)
+def test_the_health_check_timeout_stays_below_the_interval(release: str, interval: int, timeout: int | None) -> None:
+    def set_up(raw: dict[str, Any]) -> None:
+        raw["health"] = {"intervalSeconds": interval}
+        raw["image"]["slurmVersion"] = release
+
+    lines = render_slurm_conf(plan_for("gcp", set_up)).splitlines()
+    found = [line for line in lines if line.startswith("HealthCheckTimeout=")]
+    assert found == ([] if timeout is None else [f"HealthCheckTimeout={timeout}"])

@@ -256,6 +256,22 @@ def test_shipped_stacks_are_accepted_by_slurmctld(flavor: str, stack: str, tmp_p
     assert verdict.accepted, f"slurmctld rejected the {stack} config (rc {verdict.exit_code}):\n{verdict.output}"
 
 
+# The release each flavor runs, for the keys rendered by release (the chroot's declarations say 25.05).
+RUNS = {"host": "22.05", "chroot": "26.05"}
+
+
+@pytest.mark.parametrize("flavor", sorted(FLAVORS))
+def test_a_one_minute_health_interval_leaves_no_error_in_the_log(flavor: str, tmp_path: Path) -> None:
+    """26.05's HealthCheckTimeout (60 s unless set) must be below HealthCheckInterval, else every daemon logs an
+    error at each start; 22.05 has no such key."""
+    require_flavor(flavor)  # type: ignore[arg-type]
+    raw = small_declaration(RUNS[flavor], FLAVORS[flavor][1])
+    raw["health"] = {"intervalSeconds": 60}
+    verdict = check_config(conf_files(build_plan(raw)), flavor, tmp_path / "ctld")  # type: ignore[arg-type]
+    assert verdict.accepted and verdict.answered, verdict.output
+    assert "HealthCheck" not in verdict.output, verdict.output
+
+
 @pytest.mark.parametrize("flavor", sorted(FLAVORS))
 def test_a_broken_file_is_rejected(flavor: str, tmp_path: Path) -> None:
     require_flavor(flavor)  # type: ignore[arg-type]
