@@ -91,9 +91,10 @@ class PodOptions:
 # A main container slower than this to exit after SIGTERM has its last log lines kept (DeleteResult.slow_stops).
 SLOW_STOP_S = 5.0
 # Set (to a number of seconds), a main container still running that long after its SIGTERM also has the
-# stacks of every thread of its processes kept (gdb on the host), before it is stopped as usual: how a
-# rare slow exit is traced (docs/containers.md, "slurmctld hung on exit").
+# stacks of every thread of its processes kept (gdb on the host): how a rare slow exit is traced
+# (docs/containers.md, "slurmctld hung on exit"), with SLONK_E2E_SLOW_STOP_LINES log lines (default 25).
 STACKS_ENV = "SLONK_E2E_STACKS_AFTER"
+LINES_ENV = "SLONK_E2E_SLOW_STOP_LINES"
 
 
 @dataclass(frozen=True)
@@ -409,13 +410,17 @@ class PodRunner:
         remaining = max(2, int(grace - prestop_s))
         slow: dict[str, str] = {}
         stacks_after = float(os.environ.get(STACKS_ENV) or 0)
+        lines = os.environ.get(LINES_ENV) or "25"
         for cname in pod.main:
             began = time.monotonic()
-            stacks = self._stacks_if_slow(cname, stacks_after) if stacks_after else ""
-            left = max(2, int(remaining - (time.monotonic() - began)))
-            self.podman.run("stop", "--time", str(left), cname, check=False, timeout=left + 60)
+            stop = ["stop", "--time", str(remaining), cname]
+            if stacks_after:
+                stacks = self._stop_keeping_stacks(cname, stop, stacks_after, remaining + 60)
+            else:
+                self.podman.run(*stop, check=False, timeout=remaining + 60)
+                stacks = ""
             if (took := time.monotonic() - began) > SLOW_STOP_S:  # what it was doing: its own last words
-                tail = self.podman.run("logs", "--timestamps", "--tail", "25", cname, check=False, timeout=60)
+                tail = self.podman.run("logs", "--timestamps", "--tail", lines, cname, check=False, timeout=60)
                 slow[cname] = f"stopped after {took:.1f} s:\n{tail.stdout}{tail.stderr}{stacks}"
         for cname in reversed(pod.sidecars):
             self.podman.run("stop", "--time", "5", cname, check=False, timeout=65)
@@ -425,21 +430,27 @@ class PodRunner:
         shutil.rmtree(self.rundir / "pods" / pod.podman_name, ignore_errors=True)
         return DeleteResult(prestop_rc, output, prestop_s, time.monotonic() - t0, slow)
 
-    def _stacks_if_slow(self, cname: str, after: float) -> str:
-        """SIGTERM to ``cname``; if it still runs ``after`` seconds later, the stacks of its processes."""
-        self.podman.run("kill", "--signal", "TERM", cname, check=False, timeout=60)
-        deadline = time.monotonic() + after
-        while time.monotonic() < deadline:
-            state = self.podman.run("inspect", "--format", "{{.State.Running}}", cname, check=False, timeout=60)
-            if state.stdout.strip() != "true":
-                return ""
-            time.sleep(0.2)
+    def _stop_keeping_stacks(self, cname: str, stop: list[str], after: float, timeout: float) -> str:
+        """``podman stop`` in the background; if the container still runs ``after`` seconds later, the
+        stacks of its processes (returned once the stop has ended)."""
+        stopping = subprocess.Popen(
+            ["podman", *stop], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
+        try:
+            stopping.wait(timeout=after)
+            return ""
+        except subprocess.TimeoutExpired:
+            pass
         top = self.podman.run("top", cname, "hpid", "args", check=False, timeout=60)
         out = [f"still running {after:g} s after SIGTERM:", top.stdout]
         for line in top.stdout.splitlines()[1:]:
             pid = line.split()[0] if line.split() else ""
             if pid.isdigit():
                 out.append(f"--- stacks of host pid {pid}:\n{_gdb_stacks(pid)}")
+        try:
+            stopping.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            stopping.kill()  # the podman client only: podman itself ends the container at the grace period
         return "\n".join(out)
 
 

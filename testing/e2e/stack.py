@@ -153,6 +153,20 @@ def _machine() -> tuple[int, int]:
     return os.cpu_count() or 1, kib // 1024
 
 
+# Lines appended to every render's slurm.conf (``\n`` between them), for a diagnostic run of the tier:
+# "SlurmctldDebug=debug2\nDebugFlags=Agent,Route" traced slurmctld's slow exits (docs/containers.md).
+CONF_EXTRA_ENV = "SLONK_E2E_SLURM_CONF_EXTRA"
+
+
+def _diagnostic_conf(objects: Objects) -> list[str]:
+    """Append :data:`CONF_EXTRA_ENV`'s lines to slurm.conf, where set; the stand-in said."""
+    extra = os.environ.get(CONF_EXTRA_ENV, "").replace("\\n", "\n").strip()
+    if not extra:
+        return []
+    _set_conf(objects, vocab.CONFIG_MAP, "slurm.conf", lambda t: f"{t}{extra}\n")
+    return [f"slurm.conf + {extra!r} ({CONF_EXTRA_ENV}: a diagnostic run)"]
+
+
 def _set_conf(objects: Objects, cm: str, key: str, edit: Callable[[str], str]) -> None:
     data = objects.get("ConfigMap", cm)["data"]
     data[key] = edit(data[key])
@@ -216,6 +230,7 @@ def render_raw(
     plan = build_plan(raw)
     files = render_slurm_files(plan)
     objects = Objects(build_manifests(plan, files, cluster_secrets.kube_inputs(plan)))
+    standins += _diagnostic_conf(objects)
     cpus, mem = _machine()
     big = [g.name for g in plan.groups if g.shape.cpus > cpus or g.shape.real_memory_mib > mem]
     if big:
