@@ -51,8 +51,10 @@ RECONFIGURE_RESTARTS = SlurmVersion(23, 11)
 # DEFAULT_HEALTH_CHECK_TIMEOUT): slurmd stops the HealthCheckProgram after it (src/slurmd/slurmd/slurmd.c,
 # max_wait), and every daemon logs "error: HealthCheckTimeout (60) must be less than HealthCheckInterval
 # (60), please review" at each start where the interval is not longer (seen on 26.05.5 in the container tier
-# with health.intervalSeconds 60). 25.11 has no such key.
+# with health.intervalSeconds 60). 25.11 has no such key and stops a run after a fixed 60 s
+# (src/slurmd/slurmd/slurmd.c of 25.11.7).
 HEALTH_CHECK_TIMEOUT = SlurmVersion(26, 5)
+FIXED_HEALTH_CHECK_TIMEOUT_S = 60
 # Before 24.05, slurmrestd loads every openapi plugin it ships unless SLURMRESTD_OPENAPI_PLUGINS (or -s) names
 # some, and each slurmdbd one (dbv0.0.NN, 23.11's slurmdbd) calls fatal() without AccountingStorageType=
 # accounting_storage/slurmdbd: "slurm_openapi_p_init: slurm not configured with slurmdbd" (seen on 22.05.8 in

@@ -213,8 +213,9 @@ class HealthSpec(_Model):
         le=86400,
         description=(
             "Seconds between Slurm's runs of the health check on every node (slurm.conf HealthCheckInterval); "
-            "a fault found between jobs drains the node within this time. From Slurm 26.05 slurmd stops a run "
-            "after 60 s, or one second less than this where that is shorter (HealthCheckTimeout)."
+            "a fault found between jobs drains the node within this time. Must be longer than a run may take "
+            "(gpu.xidWaitMs, disk.timeoutSeconds and the drain's scontrol calls; 48 s by default), which is what "
+            "Slurm 26.05 is given as HealthCheckTimeout (earlier releases stop a run after 60 s)."
         ),
     )
     instance_id_file: str | None = Field(

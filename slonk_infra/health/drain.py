@@ -11,6 +11,7 @@ import re
 import subprocess
 from collections.abc import Callable, Sequence
 
+from slonk_infra.health.budget import SCONTROL_TIMEOUT_S
 from slonk_infra.health.result import DrainOutcome
 
 DRAIN_REASON_PREFIX = "slonk-health:"
@@ -26,7 +27,7 @@ def drain_reason(check: str, reason: str) -> str:
 
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S, check=False)
 
 
 def current_drain(node: str, scontrol: str, run: Runner) -> tuple[bool, str | None]:

@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 
+from slonk_infra.health.budget import SCONTROL_TIMEOUT_S
 from slonk_infra.health.result import HealthReport
 
 # Slurm keeps a node comment whole, but sinfo/scontrol users read it; keep it to one short line.
@@ -40,7 +41,7 @@ def compact_verdict(report: HealthReport, now: float | None = None) -> str:
 
 
 def _run(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_S, check=False)
 
 
 def publish(node: str, verdict: str, scontrol: str = "scontrol", run: Runner = _run) -> str | None:

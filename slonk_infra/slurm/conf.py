@@ -12,6 +12,7 @@ from slonk_infra.catalog.slurm_versions import (
     RECONFIG_ON_RESTART,
     RECONFIGURE_RESTARTS,
 )
+from slonk_infra.health.budget import interval_run_seconds
 from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu, naming
 from slonk_infra.slurm.lines import header, kv_line
 
@@ -106,17 +107,13 @@ def config_pushed_to_workers(plan: ClusterPlan) -> bool:
     return plan.slurm_version >= RECONFIG_ON_RESTART or push_config_after_start(plan)
 
 
-# Slurm's own HealthCheckTimeout (26.05): how long slurmd lets one health-check run go before stopping it.
-HEALTH_CHECK_TIMEOUT_S = 60
-
-
 def health_check_timeout(plan: ClusterPlan) -> int | None:
-    """``HealthCheckTimeout`` from 26.05 (none before): Slurm's 60 s, or one second less than the interval
-    where that is shorter, since Slurm requires the timeout below the interval and logs an error in every
-    daemon otherwise (slonk_infra/catalog/slurm_versions.py)."""
+    """``HealthCheckTimeout`` from 26.05 (none before; Slurm stops a run after 60 s there): the longest an
+    interval run may take with the declared health settings (slonk_infra/health/budget.py), which the plan's
+    checks keep below the interval, as Slurm requires (slonk_infra/catalog/slurm_versions.py)."""
     if plan.slurm_version < HEALTH_CHECK_TIMEOUT:
         return None
-    return min(HEALTH_CHECK_TIMEOUT_S, plan.declaration.health.interval_seconds - 1)
+    return interval_run_seconds(plan.declaration.health)
 
 
 def prolog_flags(plan: ClusterPlan) -> list[str]:

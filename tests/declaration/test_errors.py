@@ -323,6 +323,35 @@ def test_a_health_interval_below_ten_seconds_is_refused_by_field() -> None:
     assert "health.intervalSeconds" in str(err.value) and "greater than or equal to 10" in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("release", "health", "field", "says"),
+    [
+        (
+            "26.05",
+            {"intervalSeconds": 30},
+            "health.intervalSeconds",
+            "30 is not longer than a health-check run may take (48 s",
+        ),
+        (
+            "22.05",
+            {"gpu": {"xidWaitMs": 30000}, "disk": {"timeoutSeconds": 30}},
+            "health",
+            "Slurm 22.05 stops it after 60 s",
+        ),
+    ],
+)
+def test_a_health_check_that_slurm_would_stop_or_overlap_is_refused(
+    release: str, health: dict[str, Any], field: str, says: str
+) -> None:
+    raw = copy.deepcopy(load_declaration("local"))
+    raw["image"]["slurmVersion"] = release
+    raw["health"] = health
+    with pytest.raises(DeclarationError) as err:
+        build_plan(raw)
+    problems = {p.path: p.message for p in err.value.problems}
+    assert says in problems[field], problems
+
+
 def test_a_number_where_a_string_belongs_says_to_quote_it() -> None:
     """YAML reads 1.30 as 1.3 and 30:00 as 1800; the message says how to keep what was written."""
     from slonk_infra.clouds import build_plan

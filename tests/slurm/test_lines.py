@@ -220,11 +220,19 @@ def test_health_interval_comes_from_the_declaration() -> None:
 
 
 @pytest.mark.parametrize(
-    ("release", "interval", "timeout"), [("26.05", 300, 60), ("26.05", 60, 59), ("25.11", 60, None)]
+    ("release", "health", "timeout"),
+    [
+        ("26.05", {"intervalSeconds": 300}, 48),
+        ("26.05", {"intervalSeconds": 60}, 48),
+        ("26.05", {"intervalSeconds": 300, "gpu": {"xidWaitMs": 30000}, "disk": {"timeoutSeconds": 60}}, 187),
+        ("25.11", {"intervalSeconds": 60}, None),
+    ],
 )
-def test_the_health_check_timeout_stays_below_the_interval(release: str, interval: int, timeout: int | None) -> None:
+def test_the_health_check_timeout_is_the_longest_run_the_settings_allow(
+    release: str, health: dict[str, Any], timeout: int | None
+) -> None:
     def set_up(raw: dict[str, Any]) -> None:
-        raw["health"] = {"intervalSeconds": interval}
+        raw["health"] = health
         raw["image"]["slurmVersion"] = release
 
     lines = render_slurm_conf(plan_for("gcp", set_up)).splitlines()
