@@ -5,8 +5,9 @@ Filestore IPs, FSx DNS names, role ARNs...) and the id when one is read; every o
 inputs. Values that exist only after deployment are :func:`after_deploy` placeholders, the id of a
 resource the table does not list among them (a VPC or subnet a user's program creates: what it feeds into
 the cluster shows as known after deploy). :data:`FAKE_CALLS` answers the provider functions (invokes) the
-adapters call. Kubernetes objects other than Services echo nothing back (:func:`answers_nothing`). A ``pulumi.StackReference`` reads no other stack: its
-id is the stack's name, and :func:`slonk_infra.offline.runner.run_offline` makes its outputs unknown.
+adapters call. Kubernetes objects other than Services echo nothing back (:func:`answers_nothing`). A
+``pulumi.StackReference`` reads no other stack: its id is the stack's name, and
+:func:`slonk_infra.offline.runner.run_offline` makes its outputs unknown.
 """
 
 from __future__ import annotations

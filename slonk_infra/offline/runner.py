@@ -5,9 +5,9 @@ The Pulumi CLI is not needed. :func:`run_offline` drives the program through Pul
 ``preview=False``, so every ``apply`` on a known value runs, against the fake clouds of
 :mod:`slonk_infra.offline.fake_clouds` (a table of what each resource type answers). With
 ``kubernetes_outputs=False`` (slonk-infra's own program) the outputs of the Kubernetes objects the fake
-clouds answer nothing for stay unknown, and applies on them do not run (:func:`_kubernetes_outputs_unknown`). Every registration is recorded with the options the engine
-would receive (``protect``, ``retain_on_delete``, parent, dependencies); tests and offline checks read
-that record. Two things the
+clouds answer nothing for stay unknown, and applies on them do not run (:func:`_kubernetes_outputs_unknown`).
+Every registration is recorded with the options the engine would receive (``protect``,
+``retain_on_delete``, parent, dependencies); tests and offline checks read that record. Two things the
 public API does not offer: the options are read by a :class:`pulumi.runtime.mocks.MockMonitor` subclass
 (passed through ``set_mocks(monitor=...)``), and secrets are recognised by their wire envelope.
 
