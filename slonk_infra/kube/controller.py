@@ -20,18 +20,9 @@ from slonk_infra.kube.pod import (
 from slonk_infra.kube.storage import block_claim
 from slonk_infra.plan import ClusterPlan, naming
 from slonk_infra.slurm import SlurmFiles
-from slonk_infra.slurm.conf import MESSAGE_TIMEOUT_S, push_config_after_start
+from slonk_infra.slurm.conf import push_config_after_start
 
 COMPONENT = vocab.CONTROLLER_COMPONENT
-# How long a stopping slurmctld may take before Kubernetes kills it. On SIGTERM it first waits for the RPCs it
-# is serving (22.05: server threads, src/slurmctld/controller.c _slurmctld_background; 26.05: conmgr_quiesce
-# there), then saves its state ("Saving all slurm state"), then waits for its own RPCs still out to slurmd
-# (agent_fini, and forward_fini from 23.11). Each wait is bounded by MessageTimeout. Seen in the container
-# tier, about one stop in 100 (22.05 and 26.05, right after the controller's own start): the first wait took
-# the whole of Kubernetes' default 30 s and the pod was killed before the state was saved. So the grace
-# covers both waits and a state save of STATE_SAVE_S; the usual stop still takes 1-3 s.
-STATE_SAVE_S = 30
-CONTROLLER_GRACE_SECONDS = 2 * MESSAGE_TIMEOUT_S + STATE_SAVE_S
 ZONE_LABEL = "topology.kubernetes.io/zone"
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"  # set by the StatefulSet controller on each pod
 
@@ -220,7 +211,6 @@ def _statefulset(plan: ClusterPlan, files: SlurmFiles, inputs: KubeInputs, name:
         plan,
         priority_class=vocab.control_priority(plan.namespace),
         fs_group=vocab.SLURM_UID,
-        grace_seconds=CONTROLLER_GRACE_SECONDS,
         containers=[container],
         volumes=[
             *common_volumes(),

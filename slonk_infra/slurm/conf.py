@@ -25,11 +25,10 @@ INITIAL_NODE_STATE = "FUTURE"
 # Timeouts for nodes that come and go with pods: a pod replaced by Kubernetes gets its slurmd back
 # within a minute or two, so slurmctld waits that long before declaring it dead, and a returning
 # node with a valid config goes back into service by itself (ReturnToService=2).
-MESSAGE_TIMEOUT_S = 30
 TIMEOUTS: tuple[tuple[str, object], ...] = (
     ("SlurmctldTimeout", 120),
     ("SlurmdTimeout", 180),
-    ("MessageTimeout", MESSAGE_TIMEOUT_S),
+    ("MessageTimeout", 30),
     ("BatchStartTimeout", 60),
     ("KillWait", 30),
     ("UnkillableStepTimeout", 180),

@@ -36,15 +36,6 @@ def test_one_replica_rolled_on_config_change_with_the_config_hash() -> None:
     assert config_hash(files_for(bigger)) != config_hash(files)
 
 
-def test_a_stopping_slurmctld_has_time_for_both_of_its_rpc_waits_and_its_state_save() -> None:
-    plan = plan_for("gcp")
-    conf = files_for(plan).config["slurm.conf"]
-    message_timeout = int(next(x.split("=")[1] for x in conf.splitlines() if x.startswith("MessageTimeout=")))
-    for sts in controller.statefulsets(plan, files_for(plan), KubeInputs()):
-        grace = sts["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-        assert grace >= 2 * message_timeout + controller.STATE_SAVE_S > 30  # Kubernetes' default killed it
-
-
 def test_the_service_gives_the_host_slurm_conf_names() -> None:
     plan = plan_for("aws")
     svc = controller.service(plan)
