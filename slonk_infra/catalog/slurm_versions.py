@@ -47,14 +47,14 @@ RECONFIG_ON_RESTART = SlurmVersion(25, 11)
 # container tier: the restarted process returns idle nodes to their configured FUTURE state and pushes the
 # files to none of them, so a reconfigure after a controller restart reaches no configless slurmd.
 RECONFIGURE_RESTARTS = SlurmVersion(23, 11)
-# First release with HealthCheckTimeout (src/common/read_config.c of 26.05.0; default 60 s,
-# DEFAULT_HEALTH_CHECK_TIMEOUT): slurmd stops the HealthCheckProgram after it (src/slurmd/slurmd/slurmd.c,
-# max_wait), and every daemon logs "error: HealthCheckTimeout (60) must be less than HealthCheckInterval
-# (60), please review" at each start where the interval is not longer (seen on 26.05.5 in the container tier
-# with health.intervalSeconds 60). 25.11 has no such key and stops a run after a fixed 60 s
-# (src/slurmd/slurmd/slurmd.c of 25.11.7).
-HEALTH_CHECK_TIMEOUT = SlurmVersion(26, 5)
-FIXED_HEALTH_CHECK_TIMEOUT_S = 60
+# How long slurmd lets one HealthCheckProgram run go before stopping it: a fixed 60 s up to 25.11
+# (src/slurmd/slurmd/slurmd.c of 25.11.7); from 26.05 slurm.conf's HealthCheckTimeout, 60 s by default
+# (src/common/read_config.c, DEFAULT_HEALTH_CHECK_TIMEOUT), which every daemon requires below
+# HealthCheckInterval ("error: HealthCheckTimeout (60) must be less than HealthCheckInterval (60), please
+# review", seen on 26.05.5 with a 60-s interval). slurm.conf leaves the key out: from 25.11 a restarted
+# slurmctld pushes its files to every slurmd, also to a 25.11 one not yet replaced in an upgrade, which
+# does not know the key.
+HEALTH_CHECK_TIMEOUT_S = 60
 # Before 24.05, slurmrestd loads every openapi plugin it ships unless SLURMRESTD_OPENAPI_PLUGINS (or -s) names
 # some, and each slurmdbd one (dbv0.0.NN, 23.11's slurmdbd) calls fatal() without AccountingStorageType=
 # accounting_storage/slurmdbd: "slurm_openapi_p_init: slurm not configured with slurmdbd" (seen on 22.05.8 in

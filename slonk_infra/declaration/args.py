@@ -460,7 +460,7 @@ class HealthArgs(TypedDict):
     exclusive_nodes: NotRequired[bool]
     """Jobs get whole nodes on partitions of GPU pools alone (slurm.conf OverSubscribe=EXCLUSIVE); false: jobs may share GPU nodes. Either way prolog and epilog demand only the job's own GPUs idle. Default: True."""
     interval_seconds: NotRequired[int]
-    """Seconds between Slurm's runs of the health check on every node (slurm.conf HealthCheckInterval); a fault found between jobs drains the node within this time. Must be longer than a run may take (gpu.xidWaitMs, disk.timeoutSeconds and the drain's scontrol calls; 48 s by default), which is what Slurm 26.05 is given as HealthCheckTimeout (earlier releases stop a run after 60 s). Default: 300."""
+    """Seconds between Slurm's runs of the health check on every node (slurm.conf HealthCheckInterval); a fault found between jobs drains the node within this time. Longer than the 60 s slurmd gives one run (Slurm 26.05 requires its HealthCheckTimeout below the interval). Default: 300."""
     instance_id_file: NotRequired[str]
     """A file holding the cloud instance id, used for identity when NVML has no GPUs."""
     machine_id_file: NotRequired[str]

@@ -1,9 +1,8 @@
 """How long one interval run of the health check may take, from its settings: what Slurm must allow it.
 
-slurmd stops a HealthCheckProgram run that outlasts its timeout (SIGTERM, then SIGKILL 10 ms later; 60 s
-fixed before Slurm 26.05, slurm.conf HealthCheckTimeout from 26.05), and a stopped run drains nothing:
-slonk-health drains and publishes only once every check has answered. So the timeout Slurm is given,
-and the interval between runs, must cover the slowest run the settings allow: the XID listening window,
+slurmd stops a HealthCheckProgram run after 60 s (SIGTERM, then SIGKILL 10 ms later;
+slonk_infra/catalog/slurm_versions.py), and a stopped run drains nothing: slonk-health drains and
+publishes only once every check has answered. So the slowest run the settings allow must fit in it: the XID listening window,
 each filesystem probe (its timeout plus the second the probe's child gets to exit) and the ``scontrol``
 calls that drain the node and publish the verdict, each bounded by :data:`SCONTROL_TIMEOUT_S`.
 """

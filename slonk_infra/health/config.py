@@ -209,13 +209,12 @@ class HealthSpec(_Model):
     )
     interval_seconds: int = Field(
         default=300,
-        ge=10,
+        gt=60,
         le=86400,
         description=(
             "Seconds between Slurm's runs of the health check on every node (slurm.conf HealthCheckInterval); "
-            "a fault found between jobs drains the node within this time. Must be longer than a run may take "
-            "(gpu.xidWaitMs, disk.timeoutSeconds and the drain's scontrol calls; 48 s by default), which is what "
-            "Slurm 26.05 is given as HealthCheckTimeout (earlier releases stop a run after 60 s)."
+            "a fault found between jobs drains the node within this time. Longer than the 60 s slurmd gives one "
+            "run (Slurm 26.05 requires its HealthCheckTimeout below the interval)."
         ),
     )
     instance_id_file: str | None = Field(

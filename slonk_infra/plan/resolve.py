@@ -283,7 +283,7 @@ def build_plan(
     checks.check_fabrics(decl, groups, problems)
     version = SlurmVersion.parse(decl.image.slurm_version)
     checks.check_version(decl, version, problems)
-    checks.check_health_budget(decl, version, problems)
+    checks.check_health_budget(decl, problems)
     checks.check_partitions(decl, groups, problems)
     checks.check_accounting(decl, groups, problems)
     problems.raise_if_any()

@@ -7,12 +7,10 @@ from collections.abc import Sequence
 from slonk_infra import vocab
 from slonk_infra.catalog.slurm_versions import (
     FORCE_REQUEUE_ON_FAIL,
-    HEALTH_CHECK_TIMEOUT,
     NO_ADDR_CACHE_REMOVED,
     RECONFIG_ON_RESTART,
     RECONFIGURE_RESTARTS,
 )
-from slonk_infra.health.budget import interval_run_seconds
 from slonk_infra.plan import ClusterPlan, WorkerGroup, def_mem_per_cpu, naming
 from slonk_infra.slurm.lines import header, kv_line
 
@@ -105,15 +103,6 @@ def push_config_after_start(plan: ClusterPlan) -> bool:
 def config_pushed_to_workers(plan: ClusterPlan) -> bool:
     """Whether a config change reaches running workers' slurmd (docs/node-lifecycle.md)."""
     return plan.slurm_version >= RECONFIG_ON_RESTART or push_config_after_start(plan)
-
-
-def health_check_timeout(plan: ClusterPlan) -> int | None:
-    """``HealthCheckTimeout`` from 26.05 (none before; Slurm stops a run after 60 s there): the longest an
-    interval run may take with the declared health settings (slonk_infra/health/budget.py), which the plan's
-    checks keep below the interval, as Slurm requires (slonk_infra/catalog/slurm_versions.py)."""
-    if plan.slurm_version < HEALTH_CHECK_TIMEOUT:
-        return None
-    return interval_run_seconds(plan.declaration.health)
 
 
 def prolog_flags(plan: ClusterPlan) -> list[str]:
@@ -352,7 +341,6 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         # slonk-health on every node between jobs too (drains and publishes a verdict on failure).
         ("HealthCheckProgram", f"{vocab.SCRIPTS_DIR}/healthcheck.sh"),
         ("HealthCheckInterval", plan.declaration.health.interval_seconds),
-        ("HealthCheckTimeout", health_check_timeout(plan)),
         # CYCLE spreads the runs over the interval, so a large cluster does not check every node (and
         # publish every verdict) in the same second.
         ("HealthCheckNodeState", "ANY,CYCLE"),

@@ -315,36 +315,25 @@ def test_shipped_stacks_are_valid(stack: str) -> None:
     build_plan(load_declaration(stack))
 
 
-def test_a_health_interval_below_ten_seconds_is_refused_by_field() -> None:
+def test_a_health_interval_of_a_minute_or_less_is_refused_by_field() -> None:
     raw = copy.deepcopy(load_declaration("local"))
     raw["health"] = {"intervalSeconds": 5}
     with pytest.raises(DeclarationError) as err:
         build_plan(raw)
-    assert "health.intervalSeconds" in str(err.value) and "greater than or equal to 10" in str(err.value)
+    assert "health.intervalSeconds" in str(err.value) and "greater than 60" in str(err.value)
 
 
 @pytest.mark.parametrize(
-    ("release", "health", "field", "says"),
+    ("health", "field", "says"),
     [
-        (
-            "26.05",
-            {"intervalSeconds": 30},
-            "health.intervalSeconds",
-            "30 is not longer than a health-check run may take (48 s",
-        ),
-        (
-            "22.05",
-            {"gpu": {"xidWaitMs": 30000}, "disk": {"timeoutSeconds": 30}},
-            "health",
-            "Slurm 22.05 stops it after 60 s",
-        ),
+        ({"intervalSeconds": 60}, "health.intervalSeconds", "greater than 60"),
+        ({"gpu": {"xidWaitMs": 30000}, "disk": {"timeoutSeconds": 30}}, "health", "slurmd stops it after 60 s"),
     ],
 )
 def test_a_health_check_that_slurm_would_stop_or_overlap_is_refused(
-    release: str, health: dict[str, Any], field: str, says: str
+    health: dict[str, Any], field: str, says: str
 ) -> None:
     raw = copy.deepcopy(load_declaration("local"))
-    raw["image"]["slurmVersion"] = release
     raw["health"] = health
     with pytest.raises(DeclarationError) as err:
         build_plan(raw)

@@ -11,7 +11,7 @@ from slonk_infra.health.budget import SCONTROL_TIMEOUT_S, interval_run_seconds, 
 from slonk_infra.health.config import HealthSpec
 
 
-def test_the_default_run_fits_the_60_seconds_slurm_gave_it_before_26_05() -> None:
+def test_the_default_run_fits_the_60_seconds_slurmd_gives_it() -> None:
     assert interval_run_seconds(HealthSpec()) == 48  # 5 + 1 + 2 * (5 + 1) + 3 * 10
 
 
