@@ -154,7 +154,8 @@ def _machine() -> tuple[int, int]:
 
 
 # Lines appended to every render's slurm.conf (``\n`` between them), for a diagnostic run of the tier:
-# "SlurmctldDebug=debug2\nDebugFlags=Agent,Route" traced slurmctld's slow exits (docs/containers.md).
+# "SlurmctldDebug=debug\nDebugFlags=Agent,Route" to trace slurmctld's slow exits (docs/containers.md,
+# "The remaining slow exit").
 CONF_EXTRA_ENV = "SLONK_E2E_SLURM_CONF_EXTRA"
 
 

@@ -22,6 +22,7 @@ from slonk_infra.policy.config import load_policy_config
 from slonk_infra.policy.runner import check_registrations
 from slonk_infra.program import main as program_main
 from tests.clouds.test_first_deploy import gcp_with_rdma
+from tests.kube.test_controller_ha import ha
 
 Seen = list[tuple[str, str]]
 STACKS = Path(__file__).resolve().parents[2] / "stacks"
@@ -119,7 +120,7 @@ def test_kubernetes_outputs_left_unknown_only_where_asked_and_then_applies_on_th
 
 def _two_controllers(stack: str) -> dict[str, Any]:
     raw: dict[str, Any] = copy.deepcopy(load_declaration(stack))
-    raw["controller"] = {"replicas": 2, "stateStorage": "home", "backup": {"storage": "home", "keep": 5}}
+    ha(raw)
     return raw
 
 
