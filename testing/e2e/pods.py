@@ -446,12 +446,45 @@ class PodRunner:
         for line in top.stdout.splitlines()[1:]:
             pid = line.split()[0] if line.split() else ""
             if pid.isdigit():
+                out.append(f"--- threads of host pid {pid}:\n{_thread_states(pid)}")
                 out.append(f"--- stacks of host pid {pid}:\n{_gdb_stacks(pid)}")
         try:
             stopping.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             stopping.kill()  # the podman client only: podman itself ends the container at the grace period
         return "\n".join(out)
+
+
+def _thread_states(pid: str) -> str:
+    """What each thread of one host process waits in, readable without symbols: its name (Slurm names its
+    threads: rpcmgr, srvcn, agent, ...), its system call with arguments (/proc/PID/task/TID/syscall; on
+    x86-64 7 is poll, 202 futex, 45 recvfrom, 42 connect), its kernel wait channel; then its open file
+    descriptors and the TCP connections of its network namespace, to name the peer a blocked call waits on."""
+    task = f"/proc/{pid}/task"
+    lines = []
+    try:
+        for tid in sorted(os.listdir(task), key=int):
+            parts = []
+            for name in ("comm", "syscall", "wchan"):
+                try:
+                    with open(f"{task}/{tid}/{name}") as f:
+                        parts.append(f.read().strip())
+                except OSError as exc:
+                    parts.append(f"({exc.strerror})")
+            lines.append(f"{tid} {' | '.join(parts)}")
+        fds = []
+        for fd in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
+            try:
+                fds.append(f"{fd}->{os.readlink(f'/proc/{pid}/fd/{fd}')}")
+            except OSError:
+                continue
+        lines.append("fds: " + " ".join(fds))
+    except OSError as exc:
+        return f"threads: {exc}"
+    ss = subprocess.run(
+        ["nsenter", "-t", pid, "-n", "ss", "-tanpe"], capture_output=True, text=True, timeout=30, check=False
+    )
+    return "\n".join(lines) + "\n" + ss.stdout + ss.stderr
 
 
 def _gdb_stacks(pid: str) -> str:
