@@ -177,7 +177,7 @@ SBATCH_LOOP = r"""
 n=$1; part=$2; home=$3
 for i in $(seq "$n"); do
   sleep "$(awk -v t="$(date +%s.%N)" -v k="$i" -v n="$n" \
-    'BEGIN { s = int(t) + 1 + (k - 1) / n - t; if (s < 0.5) s += 1; printf "%.3f", s }')"
+    'BEGIN { s = int(t) + (k - 1) / n - t; while (s < 0.5) s += 1; printf "%.3f", s }')"
   id=$(sbatch --parsable -N1 $part -o "$home/.bench-%j.out" --wrap 'date +%s.%N') || exit 1
   id=${id%%;*}
   t0=$(date +%s.%N)

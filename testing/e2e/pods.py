@@ -458,20 +458,25 @@ class PodRunner:
 def _thread_states(pid: str) -> str:
     """What each thread of one host process waits in, readable without symbols: its name (Slurm names its
     threads: rpcmgr, srvcn, agent, ...), its system call with arguments (/proc/PID/task/TID/syscall; on
-    x86-64 7 is poll, 202 futex, 45 recvfrom, 42 connect), its kernel wait channel; then its open file
-    descriptors and the TCP connections of its network namespace, to name the peer a blocked call waits on."""
+    x86-64 0 is read, 7 poll, 42 connect, 45 recvfrom, 202 futex, 232 epoll_wait, 281 epoll_pwait), its
+    kernel wait channel; then its open file descriptors and the TCP connections of its network namespace,
+    to name the peer a blocked call waits on. Whatever could be read is kept if the process ends meanwhile."""
     task = f"/proc/{pid}/task"
     lines = []
     try:
-        for tid in sorted(os.listdir(task), key=int):
-            parts = []
-            for name in ("comm", "syscall", "wchan"):
-                try:
-                    with open(f"{task}/{tid}/{name}") as f:
-                        parts.append(f.read().strip())
-                except OSError as exc:
-                    parts.append(f"({exc.strerror})")
-            lines.append(f"{tid} {' | '.join(parts)}")
+        tids = sorted(os.listdir(task), key=int)
+    except OSError as exc:
+        return f"threads: {exc}"
+    for tid in tids:
+        parts = []
+        for name in ("comm", "syscall", "wchan"):
+            try:
+                with open(f"{task}/{tid}/{name}") as f:
+                    parts.append(f.read().strip())
+            except OSError as exc:
+                parts.append(f"({exc.strerror})")
+        lines.append(f"{tid} {' | '.join(parts)}")
+    try:
         fds = []
         for fd in sorted(os.listdir(f"/proc/{pid}/fd"), key=int):
             try:
@@ -480,11 +485,15 @@ def _thread_states(pid: str) -> str:
                 continue
         lines.append("fds: " + " ".join(fds))
     except OSError as exc:
-        return f"threads: {exc}"
-    ss = subprocess.run(
-        ["nsenter", "-t", pid, "-n", "ss", "-tanpe"], capture_output=True, text=True, timeout=30, check=False
-    )
-    return "\n".join(lines) + "\n" + ss.stdout + ss.stderr
+        lines.append(f"fds: {exc}")
+    try:
+        ss = subprocess.run(
+            ["nsenter", "-t", pid, "-n", "ss", "-tanpe"], capture_output=True, text=True, timeout=30, check=False
+        )
+        lines.append(ss.stdout + ss.stderr)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        lines.append(f"ss: {exc}")
+    return "\n".join(lines)
 
 
 def _gdb_stacks(pid: str) -> str:
