@@ -90,9 +90,10 @@ class PodOptions:
 
 # A main container slower than this to exit after SIGTERM has its last log lines kept (DeleteResult.slow_stops).
 SLOW_STOP_S = 5.0
-# Set (to a number of seconds), a main container still running that long after its SIGTERM also has the
-# stacks of every thread of its processes kept (gdb on the host): how a rare slow exit is traced
-# (docs/containers.md, "The remaining slow exit"), with SLONK_E2E_SLOW_STOP_LINES log lines (default 25).
+# Set (to a number of seconds), a main container still running that long after its SIGTERM also has what
+# each thread of its processes waits in (_thread_states) and their stacks (gdb on the host) kept: how a rare
+# slow exit is traced (docs/containers.md, "The remaining slow exit"), with SLONK_E2E_SLOW_STOP_LINES log
+# lines (default 25).
 STACKS_ENV = "SLONK_E2E_STACKS_AFTER"
 LINES_ENV = "SLONK_E2E_SLOW_STOP_LINES"
 
