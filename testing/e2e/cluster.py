@@ -107,7 +107,13 @@ class Cluster:
         self._held_names: dict[str, str] = {}  # Service name -> container holding it (a pod-less Service)
 
     def _next_ip(self) -> str:
-        return next(self._ips)
+        try:
+            return next(self._ips)
+        except StopIteration:  # a bare StopIteration would say nothing of what ran out
+            raise RuntimeError(
+                f"the test network {self.subnet} has no address left: this run made more pods and Service "
+                "addresses than it holds (none is reused within a run)"
+            ) from None
 
     def _nvml_library(self) -> Path:
         """The NVML stand-in (testing.nvml), built once per cluster, for the GPU containers' mounts."""

@@ -86,8 +86,10 @@ class Podman:
 
     # -------------------------------------------------------------------------------- network
     def create_network(self) -> tuple[str, ipaddress.IPv4Network]:
-        """An internal bridge network (nothing routed off this machine) on a /24 no one else uses, without
-        podman's DNS server: the cluster's DNS is testing/e2e/dns.py's."""
+        """An internal bridge network (nothing routed off this machine) on a /20 no one else uses, without
+        podman's DNS server: the cluster's DNS is testing/e2e/dns.py's. A /20 because the harness never
+        reuses an address within a run (testing/e2e/cluster.py): a /24 ran out after about 150 controller
+        rolls in one benchmark run."""
         name = f"{self.prefix}-net"
         subnet = self._free_subnet()
         self.run("network", "create", "--internal", "--disable-dns", "--subnet", str(subnet), name)
@@ -106,10 +108,10 @@ class Podman:
                 used.append(ipaddress.IPv4Network(sub["subnet"], strict=False))
         rng = random.Random()
         for _ in range(500):
-            cand = ipaddress.IPv4Network(f"10.{rng.randint(128, 250)}.{rng.randint(0, 255)}.0/24")
+            cand = ipaddress.IPv4Network(f"10.{rng.randint(128, 250)}.{16 * rng.randint(0, 15)}.0/20")
             if not any(cand.overlaps(u) for u in used):
                 return cand
-        raise PodmanError("no free /24 under 10.128.0.0/9 for the test network")
+        raise PodmanError("no free /20 under 10.128.0.0/9 for the test network")
 
     # -------------------------------------------------------------------------------- cleanup
     def remove_pod(self, name: str, timeout: int = 10) -> None:
