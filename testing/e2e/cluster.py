@@ -74,6 +74,7 @@ class Cluster:
         self.image = image
         self.rundir = Path(tempfile.mkdtemp(prefix=f"{rendered.name}-", dir=podman.workdir))
         self.network, subnet = podman.create_network()
+        self.subnet: ipaddress.IPv4Network = subnet
         hosts = subnet.hosts()
         next(hosts)  # the bridge's own address
         self.dns = ClusterDNS(podman, self.network, str(next(hosts)), image, self.rundir / "dns")
@@ -81,6 +82,7 @@ class Cluster:
         self.gateway = self.dns.address  # every pod's and the laptop's nameserver
         # Addresses are never reused within a run, so a replaced pod always comes back on a new IP.
         self._ips = (str(ip) for ip in itertools.islice(hosts, 8, None))
+        self._ips_lock = threading.Lock()  # pods are created from several threads; a generator is not shared safely
         self.runner = PodRunner(
             podman,
             rendered.objects,
@@ -103,12 +105,12 @@ class Cluster:
         self.pods: dict[str, PodInstance] = {}
         self._laptop: str | None = None
         self.options: dict[str, PodOptions] = {}
-        self.subnet: ipaddress.IPv4Network = subnet
         self._held_names: dict[str, str] = {}  # Service name -> container holding it (a pod-less Service)
 
     def _next_ip(self) -> str:
         try:
-            return next(self._ips)
+            with self._ips_lock:
+                return next(self._ips)
         except StopIteration:  # a bare StopIteration would say nothing of what ran out
             raise RuntimeError(
                 f"the test network {self.subnet} has no address left: this run made more pods and Service "

@@ -3,7 +3,9 @@ volumes it gives pods. The tier itself (``bash tools/e2e.sh``) runs the pods."""
 
 from __future__ import annotations
 
+import ipaddress
 import stat
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -12,6 +14,7 @@ import pytest
 
 from slonk_infra import vocab
 from slonk_infra.declaration.stacks import load_declaration
+from testing.e2e.cluster import Cluster
 from testing.e2e.kube import Objects, dns_names, fill_volume
 from testing.e2e.nodes import PROFILES, TpuProfile
 from testing.e2e.podman import wait_for
@@ -180,3 +183,15 @@ def test_each_declaration_runs_on_its_clouds_node_profile(secrets: ClusterSecret
 def test_a_timed_out_wait_says_what_it_last_saw() -> None:
     with pytest.raises(TimeoutError, match=r"job 7 in RUNNING: not reached within 0s; last seen PENDING"):
         wait_for("job 7 in RUNNING", lambda: None, 0, interval=0, seen=lambda: "PENDING")
+
+
+def test_running_out_of_test_network_addresses_names_the_network() -> None:
+    """The harness never reuses an address within a run; when the network's are spent the error says so
+    (a bare StopIteration said nothing), and addresses are handed out once each, in order."""
+    cluster = Cluster.__new__(Cluster)  # only the address allocator: no podman
+    cluster.subnet = ipaddress.IPv4Network("10.200.16.0/30")
+    cluster._ips = (str(ip) for ip in cluster.subnet.hosts())
+    cluster._ips_lock = threading.Lock()
+    assert [cluster._next_ip(), cluster._next_ip()] == ["10.200.16.1", "10.200.16.2"]
+    with pytest.raises(RuntimeError, match=r"10\.200\.16\.0/30 has no address left"):
+        cluster._next_ip()
