@@ -108,7 +108,7 @@ class Podman:
                 used.append(ipaddress.IPv4Network(sub["subnet"], strict=False))
         rng = random.Random()
         for _ in range(500):
-            cand = ipaddress.IPv4Network(f"10.{rng.randint(128, 250)}.{16 * rng.randint(0, 15)}.0/20")
+            cand = ipaddress.IPv4Network(f"10.{rng.randint(128, 250)}.{rng.randrange(0, 256, 16)}.0/20")
             if not any(cand.overlaps(u) for u in used):
                 return cand
         raise PodmanError("no free /20 under 10.128.0.0/9 for the test network")
