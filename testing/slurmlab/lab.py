@@ -539,11 +539,23 @@ class SlurmLab:
             self.stop()
             raise
 
-    def spawn_controller(self) -> Daemon:
-        """Starts ``slurmctld -D`` with the lab's config after :meth:`setup`, without waiting for it."""
+    def spawn_controller(self, wrapper: Sequence[str] = ()) -> Daemon:
+        """Starts ``slurmctld -D`` with the lab's config after :meth:`setup`, without waiting for it.
+
+        ``wrapper``: a command slurmctld runs under (``strace -f -o FILE``), found in the flavor's root."""
         if not self._started:
             raise SlurmLabError("setup() first")
-        return self._spawn("slurmctld", ["slurmctld", "-D", "-f", self.slurm_conf])
+        return self._spawn("slurmctld", [*wrapper, "slurmctld", "-D", "-f", self.slurm_conf])
+
+    def stop_controller(self) -> None:
+        """Stops slurmctld by PID (SIGTERM, then SIGKILL after 15 s); returns once it has exited."""
+        proc = self._procs.pop("slurmctld", None)
+        if proc is not None:
+            proc.stop()
+
+    def wait_controller(self, timeout: float = 30.0) -> None:
+        """Waits until slurmctld answers ``scontrol ping``; raises if it exits or does not answer in time."""
+        self._wait_ping(timeout)
 
     def ping(self) -> bool:
         """Whether slurmctld answers ``scontrol ping``."""
@@ -684,9 +696,7 @@ class SlurmLab:
 
     def restart_controller(self, timeout: float = 30.0, wait: bool = True) -> None:
         """Stops slurmctld by PID (SIGTERM), starts it again and waits for ping and responding nodes."""
-        proc = self._procs.pop("slurmctld", None)
-        if proc is not None:
-            proc.stop()
+        self.stop_controller()
         self._start_ctld(timeout=timeout)
         # Nodes running jobs across the restart are allocated, not idle: they only need to answer.
         if wait:

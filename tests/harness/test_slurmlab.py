@@ -182,6 +182,20 @@ def test_restart_controller(lab: SlurmLab) -> None:
     lab.run(["srun", "-N4", "true"], check=True)
 
 
+def test_controller_stopped_then_spawned_under_a_wrapper(lab: SlurmLab) -> None:
+    lab.stop_controller()
+    assert not lab.ping()
+    # The wrapper runs in the flavor's root and execs slurmctld, as benchmarks/controller_dbd.py's strace does;
+    # it leaves a file in the config directory (its path as the flavor sees it, then as the host does).
+    inside = str(Path(lab.slurm_conf).parent / "wrapped")
+    lab.spawn_controller(wrapper=["sh", "-c", 'touch "$0" && exec "$@"', inside])
+    lab.wait_controller()
+    assert lab.ping()
+    assert (lab.conf_dir / "wrapped").exists()
+    lab.wait_nodes(timeout=30, busy_ok=True)
+    lab.run(["srun", "-N1", "true"], check=True)
+
+
 def test_scale_down_and_up(lab: SlurmLab) -> None:
     lab.stop_slurmd("gpu-b-1")
     lab.run(["scontrol", "update", "NodeName=gpu-b-1", "State=DOWN", "Reason=scaled-down"], check=True)
