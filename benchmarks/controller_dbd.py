@@ -4,7 +4,7 @@ exit), its start (exec to its port accepting), one ``sacctmgr`` call, and the TC
 Usage (root, after tools/install-slurm.sh; the repository containing this file is imported)::
 
     python benchmarks/controller_dbd.py                  # 6 restarts, 5 calls of each sacctmgr listing
-    python benchmarks/controller_dbd.py --trace          # one more start under strace, its waits counted
+    python benchmarks/controller_dbd.py --trace          # one more start under strace (installed apart)
 
 What runs: the host's Slurm (Debian bookworm: slurmctld and slurmdbd 22.05, MariaDB 10.11) as
 testing/slurmlab/dbd.py ``accounting_lab`` starts it, everything on the loopback. Nothing is asserted.
@@ -19,8 +19,10 @@ testing/slurmlab/dbd.py ``accounting_lab`` starts it, everything on the loopback
   write until the first is acknowledged, and the receiver delays that acknowledgement (about 40 ms on
   Linux). Slurm sets ``TCP_NODELAY`` on its connections from 24.05.0 (SchedMD commits 1807bce846 and
   29802a9b7b).
-- ``--trace``: one more start under ``strace -f -tt -T``; reported are the waits over 20 ms for an answer on
-  slurmctld's connection to slurmdbd before it listens, their count and sum, against the whole start.
+- ``--trace``: one more start under ``strace -f -tt -T``; reported are the waits over 20 ms for input on
+  slurmctld's connection to slurmdbd before it listens, their count and sum, against the whole start. Each
+  request-reply held by Nagle shows as two: for the reply's length (the request's body waited for its
+  length's acknowledgement) and for the reply's body (held the same way on slurmdbd's side).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import platform
 import re
+import shutil
 import socket
 import statistics
 import subprocess
@@ -47,7 +50,8 @@ LISTINGS = ("qos", "assoc", "cluster")
 # A wait on the slurmdbd connection longer than this is counted as held (a local answer takes under 1 ms).
 HELD_S = 0.02
 
-_CONNECT = re.compile(r"^(\d+)\s+\S+\s+connect\((\d+), \{sa_family=AF_INET, sin_port=htons\((\d+)\)")
+_CONNECT = re.compile(r"^(\d+)\s+\S+\s+connect\((\d+), \{sa_family=AF_INET6?, sin6?_port=htons\((\d+)\)")
+_CLOSE = re.compile(r"^\d+\s+\S+\s+close\((\d+)\)")
 _POLL = re.compile(r"^(\d+)\s+\S+\s+poll\(\[\{fd=(\d+), events=POLLIN\}\]")
 _RESUMED = re.compile(r"^(\d+)\s+\S+\s+<\.\.\. poll resumed>")
 _TOOK = re.compile(r"<([0-9.]+)>$")
@@ -59,7 +63,7 @@ def held_waits(lines: Iterable[str], dbd_port: int) -> tuple[int, float]:
     slurmdbd (the socket it connected to ``dbd_port``, in whichever thread: the slurmdbd agent shares it)
     longer than :data:`HELD_S`, up to its RPC port's ``listen``; returns their count and their sum in
     seconds. A wait strace split in two (``<unfinished ...>``, then ``<... poll resumed>``) is read from
-    both lines."""
+    both lines; a ``close`` of that descriptor ends the connection (its number may be reused)."""
     conn: str | None = None
     pending: dict[str, str] = {}  # thread -> fd of its unfinished poll
     count, total = 0, 0.0
@@ -68,15 +72,23 @@ def held_waits(lines: Iterable[str], dbd_port: int) -> tuple[int, float]:
         if (m := _CONNECT.match(line)) and int(m.group(3)) == dbd_port:
             conn = m.group(2)
             continue
+        if (m := _CLOSE.match(line)) and m.group(1) == conn:
+            conn = None
+            continue
         if (m := _LISTEN.match(line)) and int(m.group(1)) > 5:  # the RPC port (backlog 4096), not a unix socket
             break
         took = None
         if m := _POLL.match(line):
             if line.endswith("<unfinished ...>"):
                 pending[m.group(1)] = m.group(2)
-            elif m.group(2) == conn and (t := _TOOK.search(line)):
+            elif conn is not None and m.group(2) == conn and (t := _TOOK.search(line)):
                 took = float(t.group(1))
-        elif (m := _RESUMED.match(line)) and pending.pop(m.group(1), None) == conn and (t := _TOOK.search(line)):
+        elif (
+            (m := _RESUMED.match(line))
+            and conn is not None
+            and pending.pop(m.group(1), None) == conn
+            and (t := _TOOK.search(line))
+        ):
             took = float(t.group(1))
         if took is not None and took > HELD_S:
             count, total = count + 1, total + took
@@ -130,6 +142,7 @@ def traced_start(c: Cluster, workdir: Path) -> tuple[float, int, float]:
     _wait_port(_port(lab.slurm_conf, "SlurmctldPort"))
     took = time.monotonic() - t0
     lab.wait_controller()
+    lab.stop_controller()  # strace has written the whole file once slurmctld has exited
     with trace.open(errors="replace") as lines:
         count, total = held_waits(lines, c.dbd.port)
     return took, count, total
@@ -149,10 +162,12 @@ def sacctmgr(c: Cluster, calls: int) -> dict[str, list[float]]:
 def request_reply(nodelay: bool, rounds: int = 30) -> list[float]:
     """Seconds per round trip of a 4-byte length and a 14-byte message, sent in two writes each way."""
     server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(10)
     port = server.getsockname()[1]
 
     def serve() -> None:
         conn, _ = server.accept()
+        conn.settimeout(10)
         with conn:
             if nodelay:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -164,7 +179,7 @@ def request_reply(nodelay: bool, rounds: int = 30) -> list[float]:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     times = []
-    with server, socket.create_connection(("127.0.0.1", port)) as client:
+    with server, socket.create_connection(("127.0.0.1", port), timeout=10) as client:
         if nodelay:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for _ in range(rounds):
@@ -187,8 +202,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--restarts", type=int, default=6)
     ap.add_argument("--calls", type=int, default=5, help="calls of each sacctmgr listing")
-    ap.add_argument("--trace", action="store_true", help="one more start under strace -f -tt -T")
+    ap.add_argument("--trace", action="store_true", help="one more start under strace -f -tt -T (needs strace)")
     args = ap.parse_args()
+    if args.restarts < 1 or args.calls < 1:
+        ap.error("--restarts and --calls must be at least 1")
+    if args.trace and shutil.which("strace") is None:
+        ap.error("--trace needs strace (apt-get install strace)")
     version = subprocess.run(["slurmctld", "-V"], capture_output=True, text=True, check=False).stdout.strip()
     print(f"{version}; {platform.node()}, {platform.machine()}, Linux {platform.release()}", flush=True)
     rows = [
@@ -204,13 +223,13 @@ def main() -> None:
             rows.append(_row(f"`sacctmgr show {what}`, s", times))
         traced = traced_start(c, Path(tmp)) if args.trace else None
     rows.append(_row("request-reply, two writes each way, ms", plain, 1000))
-    rows.append(_row("the same with TCP_NODELAY, ms", nodelay, 1000))
+    rows.append(_row("the same with `TCP_NODELAY`, ms", nodelay, 1000))
     print("\n".join(rows))
     if traced is not None:
         took, count, total = traced
         print(
-            f"\nunder strace: started in {took:.2f} s; {count} waits over {HELD_S * 1000:.0f} ms for slurmdbd's "
-            f"answer before listening, {total:.2f} s in all"
+            f"\nunder strace: started in {took:.2f} s; {count} waits over {HELD_S * 1000:.0f} ms for input from "
+            f"slurmdbd before listening (two per request-reply Nagle holds), {total:.2f} s in all"
         )
 
 

@@ -542,10 +542,28 @@ class SlurmLab:
     def spawn_controller(self, wrapper: Sequence[str] = ()) -> Daemon:
         """Starts ``slurmctld -D`` with the lab's config after :meth:`setup`, without waiting for it.
 
-        ``wrapper``: a command slurmctld runs under (``strace -f -o FILE``), found in the flavor's root."""
+        ``wrapper``: a command slurmctld runs under (``strace -f -o FILE``), found in the flavor's root. The
+        daemon's PID is then slurmctld's own, not the wrapper's: strace ignores SIGTERM while its command
+        runs, and killing it would orphan slurmctld."""
         if not self._started:
             raise SlurmLabError("setup() first")
-        return self._spawn("slurmctld", [*wrapper, "slurmctld", "-D", "-f", self.slurm_conf])
+        proc = self._spawn("slurmctld", [*wrapper, "slurmctld", "-D", "-f", self.slurm_conf])
+        if wrapper:
+            proc.pid = self._named_process(proc, "slurmctld")
+        return proc
+
+    @staticmethod
+    def _named_process(proc: Daemon, comm: str, timeout: float = 10.0) -> int:
+        """The PID of ``proc`` or of its first descendant whose command name is ``comm`` (once exec'd)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for pid in (proc.pid, *descendants(proc.pid)):
+                with contextlib.suppress(OSError):
+                    if Path(f"/proc/{pid}/comm").read_text().strip() == comm:
+                        return pid
+            if proc.popen.poll() is not None or time.monotonic() > deadline:
+                raise SlurmLabError(f"no {comm} process under pid {proc.pid} after {timeout} s")
+            time.sleep(0.005)
 
     def stop_controller(self) -> None:
         """Stops slurmctld by PID (SIGTERM, then SIGKILL after 15 s); returns once it has exited."""

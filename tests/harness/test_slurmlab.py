@@ -29,6 +29,7 @@ from testing.slurmlab import (
     render_lab_config,
     require_flavor,
 )
+from testing.slurmlab.procs import alive
 
 # Written the way a renderer for Kubernetes would: service DNS names, image
 # paths, cgroup v2, real hardware sizes.  The harness must cope with all of it.
@@ -185,13 +186,21 @@ def test_restart_controller(lab: SlurmLab) -> None:
 def test_controller_stopped_then_spawned_under_a_wrapper(lab: SlurmLab) -> None:
     lab.stop_controller()
     assert not lab.ping()
-    # The wrapper runs in the flavor's root and execs slurmctld, as benchmarks/controller_dbd.py's strace does;
-    # it leaves a file in the config directory (its path as the flavor sees it, then as the host does).
+    # The wrapper runs in the flavor's root, as benchmarks/controller_dbd.py's strace does; it leaves a file in
+    # the config directory (its path as the flavor sees it, then as the host does) and, like strace, stays
+    # slurmctld's parent instead of exec'ing it.
     inside = str(Path(lab.slurm_conf).parent / "wrapped")
-    lab.spawn_controller(wrapper=["sh", "-c", 'touch "$0" && exec "$@"', inside])
+    daemon = lab.spawn_controller(wrapper=["sh", "-c", 'touch "$0"; "$@"; exit 0', inside])
     lab.wait_controller()
-    assert lab.ping()
     assert (lab.conf_dir / "wrapped").exists()
+    assert Path(f"/proc/{daemon.pid}/comm").read_text().strip() == "slurmctld"
+    assert daemon.pid != daemon.popen.pid
+    # Stopping it stops slurmctld itself (SIGTERM to its own PID), not only the wrapper.
+    lab.stop_controller()
+    assert not alive(daemon.pid)
+    assert not lab.ping()
+    lab.spawn_controller()
+    lab.wait_controller()
     lab.wait_nodes(timeout=30, busy_ok=True)
     lab.run(["srun", "-N1", "true"], check=True)
 
