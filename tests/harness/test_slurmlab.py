@@ -29,7 +29,6 @@ from testing.slurmlab import (
     render_lab_config,
     require_flavor,
 )
-from testing.slurmlab.procs import alive
 
 # Written the way a renderer for Kubernetes would: service DNS names, image
 # paths, cgroup v2, real hardware sizes.  The harness must cope with all of it.
@@ -197,7 +196,7 @@ def test_controller_stopped_then_spawned_under_a_wrapper(lab: SlurmLab) -> None:
     assert daemon.pid != daemon.popen.pid
     # Stopping it stops slurmctld itself (SIGTERM to its own PID), not only the wrapper.
     lab.stop_controller()
-    assert not alive(daemon.pid)
+    assert not Path(f"/proc/{daemon.pid}").exists()
     assert not lab.ping()
     lab.spawn_controller()
     lab.wait_controller()
