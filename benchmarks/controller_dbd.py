@@ -95,13 +95,6 @@ def held_waits(lines: Iterable[str], dbd_port: int) -> tuple[int, float]:
     return count, total
 
 
-def _port(conf: str, key: str) -> int:
-    found = re.search(rf"^{key}=(\d+)", Path(conf).read_text(), re.M)
-    if found is None:
-        raise SystemExit(f"no {key} in {conf}")
-    return int(found.group(1))
-
-
 def _wait_port(port: int, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -114,35 +107,34 @@ def _wait_port(port: int, timeout: float = 60.0) -> None:
             time.sleep(0.01)
 
 
+def _timed_start(c: Cluster, wrapper: list[str] | None = None) -> float:
+    """Spawns slurmctld (under ``wrapper``, if any): seconds until its port accepts; then awaits its ping."""
+    t0 = time.monotonic()
+    c.lab.spawn_controller(wrapper=wrapper or ())
+    _wait_port(c.lab.ctld_port)
+    took = time.monotonic() - t0
+    c.lab.wait_controller()
+    return took
+
+
 def restarts(c: Cluster, n: int) -> tuple[list[float], list[float]]:
     """``n`` stops and starts of the lab's slurmctld: (stop seconds, start-to-listening seconds)."""
-    lab = c.lab
-    port = _port(lab.slurm_conf, "SlurmctldPort")
     stops, starts = [], []
     for _ in range(n):
         t0 = time.monotonic()
-        lab.stop_controller()
+        c.lab.stop_controller()
         stops.append(time.monotonic() - t0)
-        t1 = time.monotonic()
-        lab.spawn_controller()
-        _wait_port(port)
-        starts.append(time.monotonic() - t1)
-        lab.wait_controller()
+        starts.append(_timed_start(c))
         time.sleep(3)
     return stops, starts
 
 
 def traced_start(c: Cluster, workdir: Path) -> tuple[float, int, float]:
     """One more stop and a start under ``strace -f -tt -T``: (start seconds, held waits, their sum)."""
-    lab = c.lab
     trace = workdir / "slurmctld.strace"
-    lab.stop_controller()
-    t0 = time.monotonic()
-    lab.spawn_controller(wrapper=["strace", "-f", "-tt", "-T", "-o", str(trace)])
-    _wait_port(_port(lab.slurm_conf, "SlurmctldPort"))
-    took = time.monotonic() - t0
-    lab.wait_controller()
-    lab.stop_controller()  # strace has written the whole file once slurmctld has exited
+    c.lab.stop_controller()
+    took = _timed_start(c, ["strace", "-f", "-tt", "-T", "-o", str(trace)])
+    c.lab.stop_controller()  # strace has written the whole file once slurmctld has exited
     with trace.open(errors="replace") as lines:
         count, total = held_waits(lines, c.dbd.port)
     return took, count, total

@@ -573,7 +573,14 @@ class SlurmLab:
 
     def wait_controller(self, timeout: float = 30.0) -> None:
         """Waits until slurmctld answers ``scontrol ping``; raises if it exits or does not answer in time."""
-        self._wait_ping(timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_alive(["slurmctld"])
+            if self.ping():
+                return
+            if time.monotonic() > deadline:
+                raise SlurmLabError(f"slurmctld not answering ping after {timeout}s\n{self.log('slurmctld')}")
+            time.sleep(0.05)
 
     def ping(self) -> bool:
         """Whether slurmctld answers ``scontrol ping``."""
@@ -897,17 +904,7 @@ class SlurmLab:
 
     def _start_ctld(self, timeout: float = 30.0) -> None:
         self.spawn_controller()
-        self._wait_ping(timeout)
-
-    def _wait_ping(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            self._check_alive(["slurmctld"])
-            if self.ping():
-                return
-            if time.monotonic() > deadline:
-                raise SlurmLabError(f"slurmctld not answering ping after {timeout}s\n{self.log('slurmctld')}")
-            time.sleep(0.05)
+        self.wait_controller(timeout)
 
     def _spawn_slurmd(self, name: str) -> None:
         self._spawn(name, ["slurmd", "-D", "-f", self.slurm_conf, "-N", name])
