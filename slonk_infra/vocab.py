@@ -78,6 +78,9 @@ SCRIPTS_MAP = "slurm-scripts"  # the pods' scripts
 # Files beside the scripts in SCRIPTS_MAP that healthcheck.sh hands slonk-health.
 HEALTH_SPEC_FILE = "health.json"  # the declaration's health thresholds
 HEALTH_GROUPS_FILE = "health-groups.txt"  # "<group> <gpus> <tpu chips>" per worker group
+# What one slonk-health run leaves for the next in a worker container (a stuck NVML call, the GPUs'
+# fingerprint): the container's own /run, gone with it.
+HEALTH_STATE_DIR = "/run/slonk-health"
 MUNGE_SECRET = "munge-key"
 MUNGE_KEY_FILE = "munge.key"  # key of the munge Secret, and the file munged reads
 JWT_SECRET = "slurm-jwt"

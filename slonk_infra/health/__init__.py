@@ -17,8 +17,10 @@ code   meaning
 
 GPU values come from NVML through ``nvidia-ml-py``; thresholds from a
 :class:`~slonk_infra.health.config.HealthSpec` file. With ``--drain`` a failure drains the Slurm
-node with a reason starting with :data:`DRAIN_REASON_PREFIX`. Importing this package pulls in no
-Pulumi SDK, so it runs in the Slurm image.
+node with a reason starting with :data:`DRAIN_REASON_PREFIX`. The checks run in a child process the run
+can abandon (:mod:`slonk_infra.health.isolate`): an NVML call that does not return (a GPU or driver that
+has stopped answering) fails its check, and ``--deadline`` ends a run in time for slurmd. Importing this package pulls in no Pulumi SDK, so it runs in the
+Slurm image.
 """
 
 from slonk_infra.health.config import HealthSpec

@@ -14,6 +14,7 @@ SLURMD_NODENAME, which slurmd itself sets for the programs it runs.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -26,15 +27,19 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
+from slonk_infra.health.checks import GPU_CHECKS
 from slonk_infra.health.config import DEFAULT_SPEC_PATH, HealthSpec, SpecError, describe, load_spec
 from slonk_infra.health.context import MODES, CheckContext, Mode
 from slonk_infra.health.drain import drain
+from slonk_infra.health.giveup import NVML_CALL_S, gave_up, merge, nvml_call_seconds, still_stuck_result
 from slonk_infra.health.identity import fingerprint
+from slonk_infra.health.isolate import Outcome, Sink, run_isolated
 from slonk_infra.health.nvml import Backend, Nvml, NvmlError, RecordingBackend, ReplayBackend
 from slonk_infra.health.publish import compact_verdict
 from slonk_infra.health.publish import publish as publish_verdict
-from slonk_infra.health.result import EXIT_USAGE, DrainOutcome, Fingerprint, HealthReport
-from slonk_infra.health.runner import plan, run_checks
+from slonk_infra.health.result import EXIT_USAGE, CheckResult, DrainOutcome, Fingerprint, HealthReport, Skipped
+from slonk_infra.health.runner import plan, run_check
+from slonk_infra.health.state import NodeState
 from slonk_infra.health.verdict import human_lines, overall, reason_for_drain
 
 
@@ -123,6 +128,26 @@ def _write(path: Path, text: str) -> None:
     envvar="SLURM_JOB_GPUS",
     help="The job's GPUs, e.g. 0,1,2,3 (default: SLURM_JOB_GPUS, which slurmd gives the prolog and epilog).",
 )
+@click.option(
+    "--deadline",
+    type=click.FloatRange(min=0.1),
+    help="Conclude this many seconds into the run with the checks done by then (the rest are reported not "
+    "run; a step that is not NVML's fails). healthcheck.sh passes what slurmd's 60 s leave once the "
+    "scontrol calls have had theirs. Default: none. An NVML call unanswered for 15 s fails either way.",
+)
+@click.option(
+    "--nvml-call-limit",
+    type=click.FloatRange(min=0.1),
+    default=NVML_CALL_S,
+    show_default=True,
+    help="Seconds one NVML call may go unanswered before it counts as stuck (replace-machine); listening "
+    "for XID events gets health.gpu.xidWaitMs more.",
+)
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path),
+    help="Where a run leaves the next one an NVML call still stuck and the GPUs' fingerprint. Default: none.",
+)
 def command(
     mode: Mode,
     spec_path: Path | None,
@@ -141,6 +166,9 @@ def command(
     nvml_replay: Path | None,
     nvml_record: Path | None,
     job_gpus: str | None,
+    deadline: float | None,
+    nvml_call_limit: float,
+    state_dir: Path | None,
 ) -> None:
     """Check this node's GPUs, TPUs and disks; print one JSON report; exit with the worst action's code."""
     code = run(
@@ -162,6 +190,9 @@ def command(
         nvml_replay=nvml_replay,
         nvml_record=nvml_record,
         job_gpus=parse_job_gpus(job_gpus),
+        deadline_s=deadline,
+        nvml_call_limit=nvml_call_limit,
+        state_dir=state_dir,
     )
     sys.exit(code)
 
@@ -190,14 +221,24 @@ def run(
     nvml_replay: Path | None,
     nvml_record: Path | None,
     job_gpus: tuple[int, ...] | None = None,
+    deadline_s: float | None = None,
+    nvml_call_limit: float = NVML_CALL_S,
+    state_dir: Path | None = None,
 ) -> int:
-    """One run: returns the exit code after printing the report."""
+    """One run: returns the exit code after printing the report.
+
+    The checks run in a child (:mod:`slonk_infra.health.isolate`); this process judges, drains, publishes
+    and reports, also when the child is stuck for good.
+    """
     started = time.monotonic()
     try:
         spec = resolve_spec(spec_path, overrides)
         ctx = CheckContext(spec=spec, mode=mode, job_gpus=job_gpus if mode in ("prolog", "epilog") else None)
         names, skipped = plan(ctx, only, skip)
-    except (SpecError, ValueError) as exc:
+        if nvml_replay is not None:  # a recording that cannot be read is the caller's mistake, not the node's
+            with contextlib.suppress(NvmlError):  # a recorded init failure is an answer to judge
+                ReplayBackend.from_file(nvml_replay)
+    except (SpecError, ValueError, OSError) as exc:
         report = HealthReport(
             mode=mode,
             node=node,
@@ -211,28 +252,117 @@ def run(
         )
         return _emit(report, report_file)
 
-    recorder: RecordingBackend | None = None
+    state = NodeState(state_dir)
     # Before NVML is open every GPU check but gpu-count reads as "NVML unavailable": those count as wanted
     # too, or a run of --check gpu-ecc (or --skip gpu-count) would never open NVML and pass a faulty GPU.
     waiting = [s for s in skipped if s.reason.startswith("NVML unavailable")]
     gpu_wanted = spec.gpu.count > 0 and any(n.startswith("gpu-") for n in [*names, *(s.check for s in waiting)])
-    if gpu_wanted:
-        ctx.nvml, ctx.nvml_error, recorder = open_nvml(nvml_replay, nvml_record)
-        names, skipped = plan(ctx, only, skip)
-    try:
-        results = run_checks(ctx, names)
-        ident = fingerprint(
-            ctx.nvml,
-            instance_id=instance_id,
-            instance_id_file=Path(spec.instance_id_file) if spec.instance_id_file else None,
-            machine_id_file=Path(spec.machine_id_file),
-        )
-    finally:
-        if ctx.nvml is not None:
-            ctx.nvml.close()
-        if recorder is not None and nvml_record is not None:
-            _write(nvml_record, json.dumps(recorder.recording(), indent=1, sort_keys=True) + "\n")
+    judged: list[CheckResult] = []
+    stuck = state.stuck() if gpu_wanted else None
+    if stuck is not None:  # NVML is still held by an earlier run's call: asking again would only add one
+        judged.append(still_stuck_result(stuck))
+        gpu_wanted = False
+        names, skipped = _without_gpu_checks(names, skipped, f"not run: NVML is still stuck (pid {stuck.pid})")
 
+    def work(sink: Sink) -> None:  # in the child
+        todo = names
+        recorder: RecordingBackend | None = None
+        if gpu_wanted:
+            sink.step("nvml-open")
+            sink.read((None, "init"))  # nvmlInit is no read of a value, but it can be stuck the same way
+            ctx.nvml, ctx.nvml_error, recorder = open_nvml(nvml_replay, nvml_record)
+            sink.read(None)
+            if ctx.nvml is not None:
+                ctx.nvml.watch = sink.read
+            todo, again = plan(ctx, only, skip)
+            sink.plan(todo, again)
+        try:
+            for name in todo:
+                sink.step(name)
+                sink.result(run_check(name, ctx))
+            sink.step("identity")
+            sink.ident(_fingerprint(ctx.nvml, instance_id, spec))
+        finally:
+            sink.step("nvml-close")
+            if ctx.nvml is not None:
+                sink.read((None, "shutdown"))
+                ctx.nvml.close()
+                sink.read(None)
+            if recorder is not None:
+                sink.recording(recorder.recording())
+
+    outcome = run_isolated(
+        work,
+        names,
+        skipped,
+        deadline_s=deadline_s,
+        stuck_after=lambda read: nvml_call_seconds(spec, read, nvml_call_limit),
+    )
+    if outcome.recording is not None and nvml_record is not None:
+        _write(nvml_record, json.dumps(outcome.recording, indent=1, sort_keys=True) + "\n")
+    results, skipped, ident = _judge(outcome, judged, state, mode, instance_id, spec, deadline_s)
+    return _conclude(mode, node, ident, results, skipped, started, want_drain, want_publish, scontrol, report_file)
+
+
+def _without_gpu_checks(names: list[str], skipped: list[Skipped], why: str) -> tuple[list[str], list[Skipped]]:
+    """The plan with every GPU check but ``gpu-count`` (which is judged already) not run for ``why``."""
+    kept = [s for s in skipped if s.check not in GPU_CHECKS]
+    return [n for n in names if n not in GPU_CHECKS], [
+        *kept,
+        *(Skipped(check=n, reason=why) for n in GPU_CHECKS if n != "gpu-count"),
+    ]
+
+
+def _judge(
+    outcome: Outcome,
+    judged: list[CheckResult],
+    state: NodeState,
+    mode: Mode,
+    instance_id: str | None,
+    spec: HealthSpec,
+    deadline_s: float | None,
+) -> tuple[list[CheckResult], list[Skipped], Fingerprint]:
+    """The results, the checks not run and the machine's fingerprint from what the child said and how its
+    watch ended; a child left stuck in NVML is recorded for the next runs."""
+    results, skipped = merge(judged, outcome.results, outcome.skipped)
+    if outcome.ending != "done":
+        given_up = gave_up(outcome, deadline_s, spec)
+        results, skipped = merge(results, given_up.results, [*skipped, *given_up.not_run])
+        if given_up.note:
+            click.echo(f"slonk-health {mode}: {given_up.note}", err=True)
+        if given_up.stuck:
+            state.record_stuck(outcome.pid, time.time(), given_up.results[0].reason)
+    ident = outcome.ident if outcome.ending == "done" else None
+    if ident is not None and ident.kind == "gpu-uuids":
+        state.keep_fingerprint(ident)
+        return results, skipped, ident
+    # NVML did not name the GPUs this run (stuck, or not asked): the last run that did names this machine.
+    kept = state.fingerprint() if spec.gpu.count > 0 else None
+    return results, skipped, kept or ident or _fingerprint(None, instance_id, spec)
+
+
+def _fingerprint(nvml: Nvml | None, instance_id: str | None, spec: HealthSpec) -> Fingerprint:
+    return fingerprint(
+        nvml,
+        instance_id=instance_id,
+        instance_id_file=Path(spec.instance_id_file) if spec.instance_id_file else None,
+        machine_id_file=Path(spec.machine_id_file),
+    )
+
+
+def _conclude(
+    mode: Mode,
+    node: str,
+    ident: Fingerprint,
+    results: list[CheckResult],
+    skipped: list[Skipped],
+    started: float,
+    want_drain: bool,
+    want_publish: bool,
+    scontrol: str,
+    report_file: Path | None,
+) -> int:
+    """From the results to the exit code: drain and publish as asked, print the report."""
     ok, action, code = overall(results)
     outcome: DrainOutcome | None = None
     reason = reason_for_drain(results)

@@ -233,9 +233,18 @@ class Nvml:
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
+        self.watch: Callable[[tuple[int | None, str] | None], None] | None = None
+        """Told (GPU index or None, key) as each read begins and None as it ends: how a run learns which
+        call never returned (slonk_infra/health/isolate.py)."""
 
     def _read(self, device: int | None, key: str, fetch: Fetch) -> Any:
-        return self._backend.read(device, key, fetch)
+        if self.watch is None:
+            return self._backend.read(device, key, fetch)
+        self.watch((device, key))
+        try:
+            return self._backend.read(device, key, fetch)
+        finally:
+            self.watch(None)
 
     def close(self) -> None:
         """Release NVML."""

@@ -31,7 +31,7 @@ from slonk_infra.catalog.slurm_versions import (
 from slonk_infra.declaration.accounting import accounting_problems
 from slonk_infra.declaration.errors import DeclarationError, Problem, choice
 from slonk_infra.declaration.model import ClusterDeclaration
-from slonk_infra.health.budget import interval_run_seconds, what_it_is_made_of
+from slonk_infra.health.budget import checks_deadline_seconds, interval_run_seconds, what_it_is_made_of
 from slonk_infra.plan import naming
 from slonk_infra.plan.model import WorkerGroup
 from slonk_infra.plan.target import Target
@@ -267,14 +267,16 @@ def check_version(decl: ClusterDeclaration, version: SlurmVersion, problems: Pro
 
 def check_health_budget(decl: ClusterDeclaration, problems: Problems) -> None:
     """A health-check run fits the 60 s slurmd gives it (slonk_infra/catalog/slurm_versions.py): a run stopped
-    there drains nothing, since slonk-health drains and publishes once every check has answered."""
+    there drains nothing, and slonk-health gives up on checks still running when only the time to drain is
+    left (slonk_infra/health/budget.py), which a check the settings allow must never reach."""
     run_s = interval_run_seconds(decl.health)
     if run_s > HEALTH_CHECK_TIMEOUT_S:
         problems.add(
             "health",
             f"a health-check run may take up to {run_s} s ({what_it_is_made_of(decl.health)}), and slurmd stops "
-            f"it after {HEALTH_CHECK_TIMEOUT_S} s, before it drains: lower health.gpu.xidWaitMs or "
-            "health.disk.timeoutSeconds",
+            f"it after {HEALTH_CHECK_TIMEOUT_S} s: slonk-health gives up on its checks "
+            f"{checks_deadline_seconds(HEALTH_CHECK_TIMEOUT_S)} s into a run to drain in time, so lower "
+            "health.gpu.xidWaitMs or health.disk.timeoutSeconds",
         )
 
 

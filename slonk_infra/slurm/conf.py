@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from slonk_infra import vocab
 from slonk_infra.catalog.slurm_versions import (
     FORCE_REQUEUE_ON_FAIL,
+    HEALTH_CHECK_TIMEOUT_S,
     NO_ADDR_CACHE_REMOVED,
     RECONFIG_ON_RESTART,
     RECONFIGURE_RESTARTS,
@@ -338,6 +339,12 @@ def render_slurm_conf(plan: ClusterPlan) -> str:
         ("PrologFlags", ",".join(prolog_flags(plan))),
         ("Prolog", f"{vocab.SCRIPTS_DIR}/prolog.sh"),
         ("Epilog", f"{vocab.SCRIPTS_DIR}/epilog.sh"),
+        # slurmd waits on Prolog and Epilog for ever by default (slurm.conf(5) PrologEpilogTimeout: "The
+        # default behavior is to wait indefinitely"); on a timeout it drains the node and requeues the job.
+        # Ours are the health check, which concludes within HealthCheckProgram's own limit (launch, its
+        # deadline, the scontrol calls: slonk_infra/health/budget.py); twice that leaves it room. From
+        # 25.05 PrologTimeout and EpilogTimeout take this value when unset.
+        ("PrologEpilogTimeout", 2 * HEALTH_CHECK_TIMEOUT_S),
         # slonk-health on every node between jobs too (drains and publishes a verdict on failure).
         ("HealthCheckProgram", f"{vocab.SCRIPTS_DIR}/healthcheck.sh"),
         ("HealthCheckInterval", plan.declaration.health.interval_seconds),

@@ -15,9 +15,11 @@ import time
 from typing import Any
 
 from slonk_infra import vocab
+from slonk_infra.health.giveup import NVML_CALL_S
 from slonk_infra.plan import WorkerGroup, naming
 from testing.e2e.cluster import Cluster
 from testing.e2e.jobs import LOGIN, job_fields, submit, wait_done, wait_job
+from testing.e2e.nodes import GpuNode
 from testing.e2e.podman import wait_for
 from testing.e2e.pods import PodOptions
 from testing.e2e.stack import rerender
@@ -84,6 +86,20 @@ def _health_settled(cluster: Cluster, node: str) -> None:
     )
 
 
+def _not_held(job: str, fields: dict[str, str]) -> None:
+    """A job requeued after its prolog failed is not held (``nohold_on_prolog_fail``)."""
+    if "held" in fields.get("Reason", "").lower() or fields.get("Priority") == "0":
+        raise AssertionError(f"job {job} was held: {fields}")
+
+
+def _clear_faults(cluster: Cluster, gpu: GpuNode, node: str) -> None:
+    """The planted faults gone, no check still judging the old ones, and the node back in service."""
+    gpu.faults = {}
+    gpu.write()
+    _health_settled(cluster, node)
+    _resume(cluster, node)
+
+
 def health_under_slurmd(cluster: Cluster) -> str:
     """9. slurmd runs HealthCheckProgram, Prolog and Epilog in its own bare environment with the GPU checks on;
     they pass on a healthy node; an uncorrectable ECC error planted on one GPU drains that node with a
@@ -123,13 +139,9 @@ def health_under_slurmd(cluster: Cluster) -> str:
         fields = job_fields(cluster, job)
         if fields.get("NodeList") != good:
             raise AssertionError(f"job {job} ran on {fields.get('NodeList')}, not on the healthy {good}")
-        if "held" in fields.get("Reason", "").lower() or fields.get("Priority") == "0":
-            raise AssertionError(f"job {job} was held: {fields}")
+        _not_held(job, fields)
     finally:
-        gpu.faults = {}
-        gpu.write()
-        _health_settled(cluster, bad)
-        _resume(cluster, bad)
+        _clear_faults(cluster, gpu, bad)
     cluster.wait_states({n: "idle" for n in cluster.workers()}, 180)
     return (
         f"slurmd's interval check ok ({count['figures']['found']} GPUs, NVML at {_nvml_dir(cluster)}); "
@@ -157,6 +169,65 @@ def _drain_reason(cluster: Cluster, node: str) -> str | None:
     if state and "DRAIN" in state.group(1) and reason and reason.group(1).startswith("slonk-health:"):
         return reason.group(1)
     return None
+
+
+def _health_deadline(cluster: Cluster) -> float:
+    """The deadline the rendered healthcheck.sh gives slonk-health (``--deadline N``)."""
+    script = cluster.rendered.objects.get("ConfigMap", vocab.SCRIPTS_MAP)["data"]["healthcheck.sh"]
+    match = re.search(r"--deadline (\d+(?:\.\d+)?)", script)
+    if match is None:
+        raise AssertionError("healthcheck.sh passes no --deadline")
+    return float(match.group(1))
+
+
+def gpu_stops_answering(cluster: Cluster) -> str:
+    """25. A GPU whose NVML calls never return (a GSP timeout, its driver stuck): the prolog's health check
+    gives up on the call after NVML_CALL_S, kills the child it ran the checks in and drains the node naming
+    the GPU and the value, well inside the run's deadline; the job does not run there and is requeued, not
+    held. Without it the prolog would wait for ever, and slurmd would stop an interval run, draining nothing."""
+    group, nodes = _gpu_nodes(cluster)
+    bad = nodes[0]
+    deadline = _health_deadline(cluster)
+    gpu = cluster.gpu_node(bad)
+    gpu.faults = {1: ["hang-nvmlDeviceGetTotalEccErrors"]}
+    gpu.write()
+    planted = time.monotonic()
+    args = f"-p {_gpu_partition(cluster, group)} -N1 -w {bad} --gpus={group.gres_count} -o /dev/null"
+    job = submit(cluster, args, "hostname", user=_as_user(cluster))
+    expected = (
+        f"slonk-health: gpu-ecc: GPU 1: NVML eccErrors.uncorrected.volatile did not answer within {NVML_CALL_S:.0f} s"
+    )
+
+    def prolog_gave_up() -> dict[str, Any] | None:
+        report = _report(cluster, bad, "prolog")
+        hung = [r for r in report.get("results", []) if "gaveUpAfterSeconds" in r.get("figures", {})]
+        return report if hung else None
+
+    def requeued(job: str) -> dict[str, str] | None:
+        fields = job_fields(cluster, job)
+        return fields if fields.get("JobState") == "PENDING" and fields.get("Restarts", "0") != "0" else None
+
+    try:
+        reason = wait_for(f"{bad} drained by slonk-health", lambda: _drain_reason(cluster, bad), deadline + 60, 1.0)
+        drained_s = time.monotonic() - planted
+        if not reason.startswith(expected):
+            raise AssertionError(f"{bad} drained for {reason!r}, not {expected!r}...")
+        report = wait_for(f"{bad}: the prolog's report of the check it gave up on", prolog_gave_up, deadline + 30, 1.0)
+        if report["action"] != "replace-machine" or not report["drain"]["requested"]:
+            raise AssertionError(f"{bad}: prolog report {report}")
+        if report["durationMs"] >= deadline * 1000:
+            raise AssertionError(f"{bad}: the prolog's run took {report['durationMs']} ms, past its {deadline:g} s")
+        fields = wait_for(f"job {job} requeued", lambda: requeued(job), 60, 1.0)
+        _not_held(job, fields)
+    finally:
+        cluster.exec(LOGIN, f"scancel {job}", timeout=60)
+        _clear_faults(cluster, gpu, bad)
+    cluster.wait_states({n: "idle" for n in cluster.workers()}, 180)
+    return (
+        f"NVML hung on {bad} GPU 1: drained {drained_s:.1f}s after the job was submitted ({reason!r}); the prolog's "
+        f"run ended after {report['durationMs'] / 1000:.1f}s (call limit {NVML_CALL_S:g}s, deadline {deadline:g}s); job {job} requeued "
+        f"(restarts {fields.get('Restarts')}, {fields.get('Reason')}), not held"
+    )
 
 
 FIRST_JOB_S = 25
@@ -446,6 +517,7 @@ def prolog_figures(seconds: list[float]) -> str:
 __all__ = [
     "cpu_work_on_cpu_nodes",
     "gpu_sharing",
+    "gpu_stops_answering",
     "gres_match_hardware",
     "health_under_slurmd",
     "no_gpus",

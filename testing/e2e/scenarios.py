@@ -44,6 +44,7 @@ from testing.e2e.jobs import LOGIN, read, submit, wait_done, wait_job
 from testing.e2e.node_scenarios import (
     cpu_work_on_cpu_nodes,
     gpu_sharing,
+    gpu_stops_answering,
     gres_match_hardware,
     health_under_slurmd,
     no_gpus,
@@ -599,4 +600,5 @@ SCENARIOS = [
     Scenario(22, "fair share orders the queue", fair_share, no_in_cluster_accounting),
     Scenario(23, "accounting pods recreated", recreated, no_in_cluster_accounting),
     Scenario(24, "a declaration change reconciled", declaration_changed, no_in_cluster_accounting),
+    Scenario(25, "a GPU that stops answering is drained", gpu_stops_answering, no_gpus),
 ]

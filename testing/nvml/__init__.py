@@ -47,10 +47,19 @@ DEFAULT_PROFILE_PATH = Path("/etc/nvml-standin/profile")
 DEFAULT_RECORDING = HERE / "h100-idle.json"
 """What one NVIDIA H100 80GB HBM3 answered at idle (a copy of tests/data/nvml/h100-idle.json)."""
 
-FAULTS = ("ecc-uncorrectable", "xid-<code>", "remapped-rows-failure", "pcie-x8", "leftover-process")
+FAULTS = (
+    "ecc-uncorrectable",
+    "xid-<code>",
+    "remapped-rows-failure",
+    "pcie-x8",
+    "leftover-process",
+    "hang-<nvmlFunction>",
+)
 """Faults :func:`profile_text` injects per GPU: an uncorrectable ECC error since the driver loaded, an
 XID event pending (``xid-79``: fallen off the bus), a failed row remapping (out of spare rows), the
-PCIe link at x8 of x16, and a compute process (:data:`LEFTOVER_PID`) holding :data:`LEFTOVER_BYTES`."""
+PCIe link at x8 of x16, a compute process (:data:`LEFTOVER_PID`) holding :data:`LEFTOVER_BYTES`, and
+an NVML function that never returns for that GPU (``hang-nvmlDeviceGetTotalEccErrors``: a GPU that has
+stopped answering)."""
 LEFTOVER_PID = 4242
 LEFTOVER_BYTES = 1 << 30
 
@@ -84,6 +93,7 @@ _DEVICE_KEYS: dict[str, tuple[str, ...]] = {
     "supportedEventTypes": ("nvmlDeviceGetSupportedEventTypes",),
 }
 _XID = re.compile(r"xid-(\d+)")
+_HANG = re.compile(r"hang-(nvml[A-Za-z0-9_]+)")
 _FUNCTION_NOT_FOUND = 13
 
 
@@ -185,6 +195,8 @@ def _apply_fault(i: int, fault: str, answers: dict[str, Any]) -> list[str]:
         answers["eccErrors.uncorrected.aggregate"] = {"value": 1}
     elif m := _XID.fullmatch(fault):
         return [f"gpu {i} xid {int(m[1])}"]
+    elif m := _HANG.fullmatch(fault):
+        return [f"gpu {i} hang {m[1]}"]
     elif fault == "remapped-rows-failure":
         answers["remappedRows"] = {"value": [0, 8, 0, 1]}
     elif fault == "pcie-x8":

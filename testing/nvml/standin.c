@@ -21,6 +21,7 @@
  *   deviceCount 8                         nvmlDeviceGetCount (default: highest gpu index + 1)
  *   initError 15                          nvmlInit fails with this code after reading the file
  *   error <nvmlFunction> <code>           that system-wide function returns <code>
+ *   hang <nvmlFunction>                   that system-wide function never returns (nvmlInit*, nvmlShutdown too)
  *
  *   gpu <i> name <text to end of line>    nvmlDeviceGetName
  *   gpu <i> uuid GPU-...                  nvmlDeviceGetUUID
@@ -49,13 +50,17 @@
  *   gpu <i> xid <code>                    an XID (nvmlEventTypeXidCriticalError) event pending
  *   gpu <i> event <type> <data>           any event pending
  *   gpu <i> error <nvmlFunction> <code>   that function returns <code> for this GPU
+ *   gpu <i> hang <nvmlFunction>           that function never returns for this GPU
  *
  * A GPU value the profile does not set answers NVML_ERROR_NOT_SUPPORTED, as a GPU without the
  * feature does. A pending event is delivered once per nvmlInit, by nvmlEventSetWait_v2 on an event
  * set the GPU was registered on for its type; with none left, the wait sleeps its timeout and
  * returns NVML_ERROR_TIMEOUT. "error" names the versioned function pynvml calls (e.g.
  * nvmlDeviceGetCount_v2); code 13 (FUNCTION_NOT_FOUND) makes pynvml behave as if the function were
- * absent from the driver. pciDeviceId and pciSubSystemId read 0.
+ * absent from the driver. pciDeviceId and pciSubSystemId read 0. "hang" is what a GPU or driver that has
+ * stopped answering does to NVML (a GSP firmware timeout, the driver stuck on its lock): the call sleeps
+ * until the process ends. (A GPU fallen off the bus answers GPU_IS_LOST instead: "error ... 15".) Unlike
+ * a call stuck in the kernel, this sleep ends with a signal.
  */
 
 #define _POSIX_C_SOURCE 200809L
@@ -283,6 +288,21 @@ static int split(char *text, char **words, int max)
     return n;
 }
 
+/* The injected "code" of a function that never returns (no NVML return code has this value). */
+#define HANG_CODE ((nvmlReturn_t)0x7fffffff)
+
+static int add_hang(struct injected_error *errors, unsigned int *n, char *rest)
+{
+    char *w[2];
+    if (split(rest, w, 1) != 1 || *n >= MAX_ERRORS)
+        return -1;
+    if (copy_text(errors[*n].function, sizeof errors[*n].function, w[0]) != 0)
+        return -1;
+    errors[*n].code = HANG_CODE;
+    (*n)++;
+    return 0;
+}
+
 static int add_error(struct injected_error *errors, unsigned int *n, char *rest)
 {
     char *w[3];
@@ -446,6 +466,8 @@ static int parse_gpu_key(struct standin_device *d, const char *key, char *rest)
     }
     if (strcmp(key, "error") == 0)
         return add_error(d->errors, &d->nerrors, rest);
+    if (strcmp(key, "hang") == 0)
+        return add_hang(d->errors, &d->nerrors, rest);
     return -1;
 }
 
@@ -495,6 +517,8 @@ static int parse_line(char *line, unsigned int *highest, int *count_set, nvmlRet
     }
     if (strcmp(key, "error") == 0)
         return add_error(g.errors, &g.nerrors, rest);
+    if (strcmp(key, "hang") == 0)
+        return add_hang(g.errors, &g.nerrors, rest);
     return -1;
 }
 
@@ -556,11 +580,24 @@ static nvmlReturn_t load_profile(void)
 
 /* ---- helpers every call goes through ---- */
 
+/* Never returns: sleeps a second at a time until the process ends. */
+static void hang_forever(void)
+{
+    for (;;) {
+        struct timespec second = {1, 0};
+        nanosleep(&second, NULL);
+    }
+}
+
 static nvmlReturn_t injected(const struct injected_error *errors, unsigned int n, const char *function)
 {
-    for (unsigned int i = 0; i < n; i++)
-        if (strcmp(errors[i].function, function) == 0)
-            return errors[i].code;
+    for (unsigned int i = 0; i < n; i++) {
+        if (strcmp(errors[i].function, function) != 0)
+            continue;
+        if (errors[i].code == HANG_CODE)
+            hang_forever();
+        return errors[i].code;
+    }
     return NVML_SUCCESS;
 }
 
@@ -630,11 +667,15 @@ static nvmlReturn_t give_single_uint(nvmlDevice_t d, int which, unsigned int *ou
 
 /* ---- initialisation ---- */
 
-static nvmlReturn_t init(void)
+static nvmlReturn_t init(const char *function)
 {
     nvmlReturn_t rc = load_profile();
     if (rc != NVML_SUCCESS)
         return rc;
+    /* Only a hang applies here: an init failure is the profile's initError. */
+    for (unsigned int i = 0; i < g.nerrors; i++)
+        if (g.errors[i].code == HANG_CODE && strcmp(g.errors[i].function, function) == 0)
+            hang_forever();
     g.refcount++;
     return NVML_SUCCESS;
 }
@@ -642,17 +683,18 @@ static nvmlReturn_t init(void)
 EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 {
     (void)flags;
-    return init();
+    return init(__func__);
 }
 
-EXPORT nvmlReturn_t nvmlInit_v2(void) { return init(); }
+EXPORT nvmlReturn_t nvmlInit_v2(void) { return init(__func__); }
 
-EXPORT nvmlReturn_t nvmlInit(void) { return init(); }
+EXPORT nvmlReturn_t nvmlInit(void) { return init(__func__); }
 
 EXPORT nvmlReturn_t nvmlShutdown(void)
 {
     if (g.refcount == 0)
         return NVML_ERROR_UNINITIALIZED;
+    (void)injected(g.errors, g.nerrors, __func__); /* only a hang: shutting down never fails here */
     g.refcount--;
     return NVML_SUCCESS;
 }

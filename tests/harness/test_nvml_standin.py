@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 
 from slonk_infra.health.checks import GPU_CHECKS
 from slonk_infra.health.result import EXIT_CODES, Action, CheckResult, HealthReport
+from slonk_infra.health.state import NodeState
 from testing.nvml import (
     DEFAULT_RECORDING,
     LEFTOVER_BYTES,
@@ -422,6 +424,93 @@ def test_a_profile_line_it_cannot_read_fails_init_and_says_where(lib_dir: Path, 
     assert proc.stdout.strip() == "999"
     lines = profile_text(gpus=1).count("\n") + 1
     assert f"nvml stand-in: {profile}:{lines}: cannot read this line" in proc.stderr
+
+
+# ---- NVML that never answers: the checks' child abandoned ----
+
+
+def test_a_gpu_whose_nvml_never_answers_fails_its_check_and_keeps_the_gpus_fingerprint(
+    lib_dir: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    healthy, _ = health(
+        lib_dir, write_profile(tmp_path / "node.profile"), tmp_path, "interval", "--state-dir", str(state)
+    )
+    assert healthy.ok and healthy.fingerprint.kind == "gpu-uuids"
+    profile = write_profile(tmp_path / "node.profile", faults={2: ["hang-nvmlDeviceGetTotalEccErrors"]})
+    began = time.monotonic()
+    report, err = health(
+        lib_dir, profile, tmp_path, "interval", "--nvml-call-limit", "2", "--deadline", "28", "--state-dir", str(state)
+    )
+    assert time.monotonic() - began < 30  # the run ended although the call on GPU 2 never returned
+    results = gpu_results(report)
+    assert results["gpu-count"].ok
+    ecc = results["gpu-ecc"]
+    assert (ecc.action, ecc.reason, ecc.figures["callSeconds"] >= 2) == (
+        "replace-machine",
+        "GPU 2: NVML eccErrors.uncorrected.volatile did not answer within 2 s: the GPU or its driver has stopped answering",
+        True,
+    )
+    assert [r.check for r in report.results] == ["gpu-count", "gpu-ecc"]
+    skipped = {s.check: s.reason for s in report.skipped}
+    assert skipped["gpu-remapped-rows"] == "not run: GPU 2: NVML eccErrors.uncorrected.volatile is stuck"
+    assert (report.action, report.exit_code) == ("replace-machine", EXIT_CODES["replace-machine"])
+    assert report.fingerprint == healthy.fingerprint  # from the earlier run: NVML is not asked again
+    assert err.strip() == f"slonk-health interval: gpu-ecc: replace-machine: {ecc.reason}"
+
+
+def test_nvml_initialisation_that_never_answers_is_gpu_count_s_failure(lib_dir: Path, tmp_path: Path) -> None:
+    profile = tmp_path / "node.profile"
+    profile.write_text(profile_text() + "hang nvmlInitWithFlags\n", encoding="utf-8")
+    report, _ = health(lib_dir, profile, tmp_path, "prolog", "--nvml-call-limit", "1")
+    [count] = report.results
+    assert (count.check, count.action) == ("gpu-count", "replace-machine")
+    assert count.reason.startswith("NVML initialisation did not answer within 1 s")
+
+
+def test_nvml_stuck_in_its_shutdown_replaces_gpu_count_s_pass(lib_dir: Path, tmp_path: Path) -> None:
+    profile = tmp_path / "node.profile"
+    profile.write_text(profile_text() + "hang nvmlShutdown\n", encoding="utf-8")
+    report, _ = health(lib_dir, profile, tmp_path, "interval", "--nvml-call-limit", "1")
+    checks = [r.check for r in report.results]
+    assert len(checks) == len(set(checks)) == 6  # every GPU check once; gpu-count's pass replaced
+    count = gpu_results(report)["gpu-count"]
+    assert (count.action, report.action) == ("replace-machine", "replace-machine")
+    assert count.reason.startswith("NVML shutdown did not answer within 1 s")
+
+
+def test_while_an_earlier_call_is_stuck_nvml_is_not_asked_again(lib_dir: Path, tmp_path: Path) -> None:
+    # The earlier run's child, still in the kernel, is a process of ours here; NVML itself would hang in
+    # its init for the whole call limit, so a run that asked it again would take a minute.
+    state = tmp_path / "state"
+    healthy, _ = health(
+        lib_dir, write_profile(tmp_path / "node.profile"), tmp_path, "interval", "--state-dir", str(state)
+    )
+    earlier = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        NodeState(state).record_stuck(earlier.pid, time.time(), "GPU 2: NVML eccErrors did not answer within 15 s")
+        profile = tmp_path / "node.profile"
+        profile.write_text(profile_text() + "hang nvmlInitWithFlags\n", encoding="utf-8")
+        began = time.monotonic()
+        report, _ = health(lib_dir, profile, tmp_path, "interval", "--nvml-call-limit", "60", "--state-dir", str(state))
+        assert time.monotonic() - began < 30
+    finally:
+        earlier.kill()
+        earlier.wait()
+    [count] = report.results
+    assert (count.check, count.action) == ("gpu-count", "replace-machine")
+    assert f"an earlier run's call has not returned (pid {earlier.pid}): GPU 2: NVML eccErrors" in count.reason
+    assert report.fingerprint == healthy.fingerprint and report.fingerprint.kind == "gpu-uuids"
+    assert {s.check for s in report.skipped if s.reason.startswith("not run: NVML is still stuck")} == set(
+        GPU_CHECKS
+    ) - {"gpu-count"}
+
+
+def test_a_run_that_ends_in_time_is_untouched_by_its_limits(lib_dir: Path, tmp_path: Path) -> None:
+    profile = write_profile(tmp_path / "node.profile")
+    report, err = health(lib_dir, profile, tmp_path, "interval", "--deadline", "20", "--nvml-call-limit", "10")
+    assert report.ok and err == ""
+    assert all("gaveUpAfterSeconds" not in r.figures for r in report.results)
 
 
 # ---- the Python side ----

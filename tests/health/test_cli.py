@@ -6,15 +6,17 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from slonk_infra.health import DRAIN_REASON_PREFIX, cli
+from slonk_infra.health.checks import CHECKS
 from slonk_infra.health.cli import parse_job_gpus
 from slonk_infra.health.drain import MAX_REASON, drain, drain_reason
-from slonk_infra.health.result import EXIT_CODES, Action, HealthReport
+from slonk_infra.health.result import EXIT_CODES, Action, CheckResult, HealthReport
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "nvml"
@@ -266,3 +268,44 @@ def test_job_gpus_as_slurm_gives_them() -> None:
     assert parse_job_gpus("5") == (5,)
     assert parse_job_gpus(None) is None and parse_job_gpus("") is None
     assert parse_job_gpus("gpu:0") is None  # not Slurm's form: unknown, never "no GPUs"
+
+
+def test_a_step_past_the_deadline_is_judged_drained_and_published(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A /home probe stuck past its own timeout stands in for any step that is not NVML's; it runs in the
+    # child, which the run kills and leaves.
+    def stuck(ctx: object) -> CheckResult:
+        time.sleep(60)
+        raise AssertionError("the child was not stopped")
+
+    monkeypatch.setitem(CHECKS, "disk-home", stuck)
+    scontrol, log = fake_scontrol(tmp_path)
+    began = time.monotonic()
+    code = cli.run(
+        mode="interval", spec_path=None, overrides={"disk": {"homePath": "/", "scratchPath": "/"}},
+        only=(), skip=(), want_drain=True, want_publish=True, node="cpu-1", scontrol=str(scontrol),
+        instance_id="i-0abc", report_file=None, nvml_replay=None, nvml_record=None, deadline_s=3,
+    )  # fmt: skip
+    assert time.monotonic() - began < 30
+    assert code == EXIT_CODES["needs-person"]
+    report = HealthReport.model_validate_json(capsys.readouterr().out)
+    assert [(r.check, r.ok) for r in report.results] == [("disk-scratch", True), ("disk-home", False)]
+    reason = "slonk-health: disk-home: did not finish within the run's 3 s deadline"
+    assert report.drain is not None and report.drain.done and report.drain.reason == reason
+    assert report.fingerprint.kind == "instance-id"
+    show, update, comment = calls(log)
+    assert (show, update) == (
+        ["show", "node", "cpu-1"],
+        ["update", "nodename=cpu-1", "state=drain", f"reason={reason}"],
+    )
+    verdict = json.loads(comment[2].removeprefix("comment="))
+    assert verdict["action"] == "needs-person" and verdict["results"][0]["check"] == "disk-home"
+
+
+def test_a_recording_that_cannot_be_read_is_a_usage_error_not_the_node_s(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    code, report, _ = health("--gpus", "1", "--nvml-replay", str(broken), "--drain", "--scontrol", "/bin/false")
+    assert (code, report.results, report.drain) == (2, [], None)
+    assert report.error is not None and report.error.startswith("bad configuration, no check ran:")

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slonk_infra.health import DRAIN_REASON_PREFIX
+from testing.nvml import PROFILE_ENV, build, write_profile
 from testing.slurmlab import SlurmLab, require_flavor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,4 +97,51 @@ def test_health_check_program_drains_its_node_with_the_prefixed_reason(tmp_path:
         assert lab.node_states()["n-2"][1].startswith("fan swap, ticket 42")
 
         # The healthy node stays in service.
+        assert lab.is_idle(lab.node_states()["n-0"][0])
+
+
+def test_a_gpu_whose_nvml_never_answers_is_drained_before_slurmd_stops_the_check(tmp_path: Path) -> None:
+    """slurmd stops a HealthCheckProgram run after 60 s and a stopped run drains nothing: the run must give up
+    on a call that never returns and drain first. Here NVML (the stand-in, loaded as on a GPU node) never
+    answers for n-1's GPU 0."""
+    require_flavor("host")
+    scontrol = shutil.which("scontrol")
+    assert scontrol is not None
+    work = tmp_path / "health"
+    lib_dir = build(work / "lib").parent
+    for node in ("n-0", "n-1"):
+        write_profile(work / f"{node}.profile", gpus=1)
+    spec = work / "health.json"
+    spec.write_text('{"gpu": {"count": 1, "xidWaitMs": 100}, "disk": {"scratchPath": null, "homePath": null}}')
+    wrapper = (
+        "#!/bin/sh\n"
+        f'export LD_LIBRARY_PATH={lib_dir} {PROFILE_ENV}={work}/"$SLURMD_NODENAME".profile\n'
+        f'SLURM_CONF="${{0%/*}}/slurm.conf" PYTHONPATH={ROOT} exec {sys.executable} -m slonk_infra.health \\\n'
+        f"  --mode interval --drain --publish --deadline 28 --nvml-call-limit 2 --state-dir {work}/state \\\n"
+        f"  --spec {spec} --scontrol {scontrol} \\\n"
+        f'  --report-file {work}/"$SLURMD_NODENAME".report.json\n'
+    )
+    conf = (
+        "ClusterName=health\nNodeName=n-[0-1] CPUs=1\nPartitionName=p Nodes=ALL Default=YES\nMailProg=/bin/true\n"
+        "HealthCheckProgram=/usr/local/sbin/slonk-health-check\nHealthCheckInterval=1\nHealthCheckNodeState=ANY\n"
+    )
+    with SlurmLab({"slurm.conf": conf, "slonk-health-check": wrapper}, "host", tmp_path / "lab") as lab:
+        hung = work / "hung.profile"  # written whole, then moved: a run never reads half a profile
+        write_profile(hung, gpus=1, faults={0: ["hang-nvmlDeviceGetTotalEccErrors"]})
+        hung.replace(work / "n-1.profile")
+        _, reason = _wait(
+            "the node whose NVML never answers is drained",
+            lab,
+            "n-1",
+            lambda s: DRAIN_REASON_PREFIX in s[1] and "DRAIN" in s[0],
+            timeout=40,
+        )
+        assert reason.startswith(
+            "slonk-health: gpu-ecc: GPU 0: NVML eccErrors.uncorrected.volatile did not answer within 2 s"
+        ), reason
+        report = json.loads((work / "n-1.report.json").read_text())
+        assert report["action"] == "replace-machine" and report["drain"]["done"] is True
+        assert report["durationMs"] < 28_000  # concluded before the run's deadline, inside slurmd's 60 s
+        comment = lab.run([scontrol, "show", "node", "n-1"], check=True).stdout
+        assert '"action":"replace-machine"' in comment  # the verdict published for the controller
         assert lab.is_idle(lab.node_states()["n-0"][0])

@@ -144,6 +144,8 @@ def test_prolog_failures_requeue_and_gpu_partitions_allocate_whole_nodes(lab: tu
     ), config
     flags = "Alloc,ForceRequeueOnFail" if slurm.flavor == "chroot" else "Alloc"
     assert re.search(rf"^PrologFlags\s*=\s*{flags}$", config, re.M), config
+    # A prolog that never ends drains its node and requeues the job instead of holding it for ever.
+    assert re.search(r"^PrologEpilogTimeout\s*=\s*120$", config, re.M), config
     for p in plan.partitions:
         record = show(slurm, "partition", p.name)
         if p.name in GPU_DEFAULTS:

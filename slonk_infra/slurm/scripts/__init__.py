@@ -20,6 +20,8 @@ import re
 from importlib import resources
 
 from slonk_infra import vocab
+from slonk_infra.catalog.slurm_versions import HEALTH_CHECK_TIMEOUT_S
+from slonk_infra.health.budget import checks_deadline_seconds
 from slonk_infra.plan import ClusterPlan, naming
 
 # Installed at vocab.SCRIPTS_DIR in every Slurm pod, in this order in the scripts ConfigMap.
@@ -54,6 +56,10 @@ SETTINGS: dict[str, str] = {
     "PINNED_CONF_DIR": vocab.PINNED_CONF_DIR,
     # The primary controller's host name (slurm.conf's first SlurmctldHost): what it alone does at start.
     "PRIMARY_CONTROLLER": naming.controller_pod(0),
+    # When slonk-health gives up on a check that never returns: what slurmd's limit on HealthCheckProgram
+    # leaves once the run has started and its scontrol calls have had their time.
+    "HEALTH_DEADLINE_S": str(checks_deadline_seconds(HEALTH_CHECK_TIMEOUT_S)),
+    "HEALTH_STATE_DIR": vocab.HEALTH_STATE_DIR,
 }
 PLACEHOLDER = re.compile(r"@([A-Z][A-Z0-9_]*)@")
 

@@ -7,6 +7,11 @@
 # A failure drains the node with a "slonk-health:" reason (not at boot: the node is not registered
 # yet, and the non-zero exit keeps slurmd from starting) and publishes the verdict in the node's
 # Comment for the operations controller. Pods of no worker group (controller, login) skip it.
+# The checks run in a child slonk-health can abandon: an NVML call unanswered for 15 s (a GPU or driver
+# that has stopped answering) fails its check, and a run still going @HEALTH_DEADLINE_S@ s in concludes with
+# what it has, so the node is drained before slurmd's 60 s are up (a run slurmd stops drains nothing)
+# and this program ends even when the stuck call never does. @HEALTH_STATE_DIR@ keeps what the next run
+# needs: a call still stuck, the GPUs' fingerprint.
 set -eu
 # slurmd gives this no search path (HealthCheckProgram: SLURMD_NODENAME only; prolog/epilog: the job's
 # SLURM_* variables). The GPU driver's libraries and nvidia-smi may live under @GPU_DRIVER_DIR@ (GKE's
@@ -29,4 +34,5 @@ fi
 drain="--drain"
 [ "$mode" = boot ] && drain="--no-drain"
 exec slonk-health --mode "$mode" --spec "$here/health.json" --gpus "$gpus" --tpu-chips "$chips" \
-  --node-name "$node" "$drain" --publish --report-file "/tmp/slonk-health-$mode.json" >/dev/null
+  --node-name "$node" "$drain" --publish --deadline @HEALTH_DEADLINE_S@ --state-dir @HEALTH_STATE_DIR@ \
+  --report-file "/tmp/slonk-health-$mode.json" >/dev/null
