@@ -91,6 +91,8 @@ class Outcome:
     ident: Fingerprint | None = None
     step: str = "start"
     read: Read | None = None
+    read_since: float = 0.0
+    """When the read in progress began (the parent's clock)."""
     read_seconds: float = 0.0
     """How long the read in progress at the end had been waiting."""
     elapsed: float = 0.0
@@ -99,14 +101,14 @@ class Outcome:
     ending: Ending = "done"
     pid: int = 0
 
-    def take(self, event: dict[str, Any], now: float, read_since: list[float]) -> None:
-        """Apply one event (``read_since`` holds when the read in progress began)."""
+    def take(self, event: dict[str, Any], now: float) -> None:
+        """Apply one event, received at ``now``."""
         if "step" in event:
             self.step = str(event["step"])
         elif "read" in event:
             value = event["read"]
             self.read = (value[0], str(value[1])) if value is not None else None
-            read_since[0] = now
+            self.read_since = now
         elif "plan" in event:
             self.names = [str(n) for n in event["plan"]["names"]]
             self.skipped = [Skipped.model_validate(s) for s in event["plan"]["skipped"]]
@@ -181,12 +183,11 @@ def _watch(
     clock: Callable[[], float],
 ) -> None:
     """Read the child's events into ``out`` until it has gone, an NVML read is stuck or the deadline passes."""
-    read_since = [began]
     pending = b""
     said_done = False
     while True:
         deadline_at = began + deadline_s if deadline_s is not None else None
-        stuck_at = read_since[0] + stuck_after(out.read) if out.read is not None else None
+        stuck_at = out.read_since + stuck_after(out.read) if out.read is not None else None
         wakes = [t for t in (deadline_at, stuck_at) if t is not None]
         timeout = max(0.0, min(wakes) - clock()) if wakes else None
         ready, _, _ = select.select([read_fd], [], [], timeout)
@@ -208,10 +209,10 @@ def _watch(
         for line in lines:
             event = json.loads(line)
             said_done = said_done or bool(event.get("done"))
-            out.take(event, now, read_since)
+            out.take(event, now)
     out.elapsed = clock() - began
     if out.read is not None:
-        out.read_seconds = clock() - read_since[0]
+        out.read_seconds = clock() - out.read_since
 
 
 def _abandon(pid: int) -> None:

@@ -54,8 +54,3 @@ def run_check(name: str, ctx: CheckContext) -> CheckResult:
         return failed(name, nvml_fault_action(err), f"NVML call failed: {err}", {"nvmlError": err.code})
     except Exception as exc:  # a broken check must still yield a verdict a person will read
         return failed(name, "needs-person", f"check crashed: {type(exc).__name__}: {exc}", {})
-
-
-def run_checks(ctx: CheckContext, names: list[str]) -> list[CheckResult]:
-    """Results of ``names`` in order."""
-    return [run_check(name, ctx) for name in names]

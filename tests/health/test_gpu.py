@@ -18,7 +18,7 @@ from slonk_infra.health.config import HealthSpec
 from slonk_infra.health.context import CheckContext, Mode
 from slonk_infra.health.nvml import Nvml, NvmlError, ReplayBackend
 from slonk_infra.health.result import CheckResult
-from slonk_infra.health.runner import plan, run_check, run_checks
+from slonk_infra.health.runner import plan, run_check
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nvml"
 MIB = 1024 * 1024
@@ -70,7 +70,8 @@ def test_replay_gives_what_the_live_h100_runs_reported() -> None:
     for rec_name in ("h100-idle", "h100-busy", "h100b-idle"):
         live = json.loads((DATA / f"{rec_name}.report.json").read_text())
         live_gpu = {r["check"]: r for r in live["results"] if r["check"].startswith("gpu-")}
-        replayed = run_checks(context(recording(rec_name)), list(live_gpu))
+        ctx = context(recording(rec_name))
+        replayed = [run_check(n, ctx) for n in live_gpu]
         for result in replayed:
             expected = live_gpu[result.check]
             assert (result.ok, result.action) == (expected["ok"], expected["action"]), (rec_name, result)
